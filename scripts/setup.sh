@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Set-up from nothing: the Debian packages the build needs and the Python tools
+# the tests need (pinned, in a virtual environment inside the build tree).
+# Idempotent and quiet when everything is already there.
+set -euo pipefail
+
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(dirname "$here")"
+build_dir="${FOLIO_BUILD_DIR:-$root/build}"
+
+# One place names every Debian package the project needs.
+debian_packages=(
+  build-essential cmake ninja-build pkg-config
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libcli11-dev libfmt-dev nlohmann-json3-dev libpcre2-dev libcpp-httplib-dev
+  clang libclang-rt-14-dev
+  python3-venv
+)
+
+missing=()
+for p in "${debian_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  sudo_cmd=()
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -qq
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Python tools for the tests, pinned in scripts/requirements-test.txt.
+venv="$build_dir/venv"
+req="$here/requirements-test.txt"
+stamp="$venv/.requirements.sha256"
+want="$(sha256sum "$req" | cut -d' ' -f1)"
+if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "setup: creating Python environment in $venv"
+  python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$req"
+  echo "$want" >"$stamp"
+fi

@@ -1,0 +1,16 @@
+// The subcommands of the `folio` binary; each file in cli/ adds its own.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace folio::cli {
+
+void register_commands(CLI::App& app);
+
+void add_inspect(CLI::App& app);
+void add_tokenize(CLI::App& app);
+
+// The default model's path in the models cache (FOLIO_MODELS overrides).
+std::string default_model_path();
+
+}  // namespace folio::cli
