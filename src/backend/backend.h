@@ -1,0 +1,119 @@
+// Backend: the operations a forward pass is written against. Every backend
+// (the scalar reference, the threaded CPU one, CUDA later) implements the same
+// contract, and every op is tested against the reference. Tensors live on the
+// backend's device; one engine step is a sequence of these calls over
+// preallocated buffers, with no host round-trip inside it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/buffer.h"
+#include "tensor/tensor.h"
+
+namespace folio {
+
+enum class GluActivation { kSilu, kGeluTanh };
+
+// Rotary embedding of one model: inverse frequency per rotated pair, with any
+// scaling already folded in, and how pairs are formed.
+struct RopeTable {
+  bool neox = false;                // pairs (i, i + dim/2) instead of (2i, 2i+1)
+  int dim = 0;                      // rotated dimensions per head
+  float attention_factor = 1.0f;    // yarn's magnitude scale on cos/sin
+  std::vector<float> inv_freq;      // [dim / 2]
+};
+
+// The paged KV cache of one layer. Layout, per pool:
+//   k: [num_blocks, num_kv_heads, block_size, head_dim]
+//   v: [num_blocks, num_kv_heads, block_size, value_head_dim]
+// so that one head's keys within a block are contiguous for attention reads.
+// A token's slot is block_id * block_size + offset.
+struct PagedKv {
+  Tensor k;
+  Tensor v;
+  std::int64_t block_size = 16;
+  std::int64_t num_blocks() const { return k.shape[0]; }
+  std::int64_t num_kv_heads() const { return k.shape[1]; }
+  std::int64_t head_dim() const { return k.shape[3]; }
+  std::int64_t value_head_dim() const { return v.shape[3]; }
+};
+
+// Where each token of a flattened ragged batch belongs; all int32 on device.
+// Sequences are contiguous in the batch: sequence s owns tokens
+// [query_start[s], query_start[s + 1]) whose positions end at seq_lens[s] - 1.
+struct AttentionMetadata {
+  std::int64_t num_tokens = 0;
+  std::int64_t num_seqs = 0;
+  std::int64_t max_blocks_per_seq = 0;
+  Tensor positions;     // [num_tokens]
+  Tensor slot_mapping;  // [num_tokens] cache slot each token's K/V is written to
+  Tensor query_start;   // [num_seqs + 1]
+  Tensor seq_lens;      // [num_seqs] tokens in context after this step
+  Tensor block_tables;  // [num_seqs, max_blocks_per_seq]
+};
+
+struct AttentionParams {
+  float scale = 1.0f;                // usually 1/sqrt(head_dim)
+  std::int64_t sliding_window = 0;   // 0: attend to the whole context
+  float softcap = 0.0f;              // 0: no logit soft-capping
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual Device device() const = 0;
+
+  // Memory on the backend's device, and copies between host and device.
+  virtual Buffer allocate(std::size_t bytes) = 0;
+  virtual void copy_to_device(Tensor& dst, const void* src, std::size_t bytes) = 0;
+  virtual void copy_to_host(void* dst, const Tensor& src, std::size_t bytes) = 0;
+
+  // out[i, :] = table[ids[i], :] as f32. table: [vocab, dim] of any type.
+  virtual void embedding(const Tensor& table, const Tensor& ids, Tensor& out) = 0;
+
+  // y[n, out] = x[n, in] * w[out, in]^T (+ bias[out]); w of any weight type,
+  // x and y f32. The result of a row of x never depends on the other rows.
+  virtual void matmul(const Tensor& w, const Tensor& x, Tensor& y, const Tensor* bias) = 0;
+
+  // out[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * w[:]; out may be x.
+  virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) = 0;
+
+  // Rotates x: [num_tokens, num_heads, head_dim] in place by each token's position.
+  virtual void rope(Tensor& x, const Tensor& positions, const RopeTable& table) = 0;
+
+  // out = act(gate) * up, element-wise; all [n, d] f32.
+  virtual void glu(const Tensor& gate, const Tensor& up, GluActivation act, Tensor& out) = 0;
+
+  // x += y, element-wise.
+  virtual void add(Tensor& x, const Tensor& y) = 0;
+
+  // x *= s.
+  virtual void scale(Tensor& x, float s) = 0;
+
+  // Writes k: [num_tokens, num_kv_heads, head_dim] and v likewise into the
+  // cache slots of slot_mapping (negative slots are skipped).
+  virtual void write_kv(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, PagedKv& kv) = 0;
+
+  // Causal attention of q: [num_tokens, num_heads, head_dim] over each
+  // sequence's cached K/V (already written for this step's tokens), with
+  // grouped-query heads; out: [num_tokens, num_heads, value_head_dim].
+  virtual void attention(const Tensor& q, const PagedKv& kv, const AttentionMetadata& meta,
+                         const AttentionParams& params, Tensor& out) = 0;
+
+  // out[i, :] = x[rows[i], :].
+  virtual void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) = 0;
+
+  // Copies whole cache blocks (copy-on-write of a shared partial block):
+  // pairs[i] = {src_block, dst_block}.
+  virtual void copy_blocks(PagedKv& kv, const std::vector<std::pair<std::int32_t, std::int32_t>>& pairs) = 0;
+};
+
+// The backends folio has, by name: "reference" (scalar, single-threaded,
+// written to be obviously right) and "cpu" (threaded, SIMD).
+std::unique_ptr<Backend> make_backend(const std::string& name, int num_threads);
+
+}  // namespace folio

@@ -1,0 +1,40 @@
+// CpuBackend: SIMD kernels (chosen once from the processor's features) split
+// over a persistent thread pool, by output rows for matmul and by (token,
+// head) for attention. Each output is computed by one thread in a fixed order,
+// so results are independent of the batch and of the thread count.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "backend/cpu/cpu_features.h"
+#include "backend/cpu/quant_matmul.h"
+#include "backend/reference/reference_backend.h"
+#include "core/thread_pool.h"
+
+namespace folio {
+
+class CpuBackend : public ReferenceBackend {
+ public:
+  // max_level caps the SIMD level (see CpuFeatures::detect); precision picks
+  // the matmul kernels (kQ8: fast integer dots, kF32: f32 FMAs).
+  explicit CpuBackend(int num_threads, std::string_view max_level = {},
+                      MatmulPrecision precision = MatmulPrecision::kQ8);
+  std::string name() const override { return "cpu"; }
+  int num_threads() const { return pool_.size(); }
+  const CpuFeatures& features() const { return features_; }
+  MatmulPrecision matmul_precision() const { return matmul_.precision(); }
+
+  void embedding(const Tensor& table, const Tensor& ids, Tensor& out) override;
+  void matmul(const Tensor& w, const Tensor& x, Tensor& y, const Tensor* bias) override;
+  void attention(const Tensor& q, const PagedKv& kv, const AttentionMetadata& meta, const AttentionParams& params,
+                 Tensor& out) override;
+
+ private:
+  CpuFeatures features_;
+  ThreadPool pool_;
+  QuantMatmul matmul_;
+  std::vector<std::vector<float>> scratch_;  // one per thread
+};
+
+}  // namespace folio

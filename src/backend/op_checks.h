@@ -1,0 +1,18 @@
+// Shape and type checks shared by every backend's ops, so that a wrong call
+// fails the same clear way whichever backend runs it.
+#pragma once
+
+#include "backend/backend.h"
+
+namespace folio::op_checks {
+
+void embedding(const Tensor& table, const Tensor& ids, const Tensor& out);
+void matmul(const Tensor& w, const Tensor& x, const Tensor& y, const Tensor* bias);
+void rms_norm(const Tensor& x, const Tensor& w, const Tensor& out);
+void rope(const Tensor& x, const Tensor& positions, const RopeTable& table);
+void same_f32_shape(const Tensor& a, const Tensor& b, const char* op);
+void write_kv(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const PagedKv& kv);
+void attention(const Tensor& q, const PagedKv& kv, const AttentionMetadata& meta, const Tensor& out);
+void gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out);
+
+}  // namespace folio::op_checks

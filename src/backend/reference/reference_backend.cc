@@ -1,0 +1,236 @@
+#include "backend/reference/reference_backend.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "backend/op_checks.h"
+#include "core/error.h"
+#include "tensor/half.h"
+#include "tensor/quantize.h"
+
+namespace folio {
+namespace {
+
+float load_kv(const Tensor& t, std::int64_t index) {
+  switch (t.dtype) {
+    case DType::F32: return t.as<const float>()[index];
+    case DType::F16: return f16_to_f32(t.as<const std::uint16_t>()[index]);
+    case DType::BF16: return bf16_to_f32(t.as<const std::uint16_t>()[index]);
+    default: fail("KV cache type {} is not supported by the reference backend", name(t.dtype));
+  }
+}
+
+void store_kv(Tensor& t, std::int64_t index, float value) {
+  switch (t.dtype) {
+    case DType::F32: t.as<float>()[index] = value; break;
+    case DType::F16: t.as<std::uint16_t>()[index] = f32_to_f16(value); break;
+    case DType::BF16: t.as<std::uint16_t>()[index] = f32_to_bf16(value); break;
+    default: fail("KV cache type {} is not supported by the reference backend", name(t.dtype));
+  }
+}
+
+// Index of element d of (kv_head, slot) in a cache pool of layout
+// [num_blocks, num_kv_heads, block_size, head_dim].
+std::int64_t cache_index(const Tensor& pool, std::int64_t block_size, std::int64_t slot, std::int64_t head,
+                         std::int64_t d) {
+  std::int64_t block = slot / block_size;
+  std::int64_t offset = slot % block_size;
+  return ((block * pool.shape[1] + head) * block_size + offset) * pool.shape[3] + d;
+}
+
+}  // namespace
+
+namespace reference {
+
+void matmul_rows(const Tensor& w, const Tensor& x, Tensor& y, const Tensor* bias, std::int64_t row_begin,
+                 std::int64_t row_end, std::vector<float>& scratch) {
+  const std::int64_t n = x.rows(), k = x.cols(), m = w.rows();
+  scratch.resize(static_cast<std::size_t>(k));
+  for (std::int64_t o = row_begin; o < row_end; ++o) {
+    dequantize_row(w.dtype, w.row(o), scratch.data(), k);
+    for (std::int64_t t = 0; t < n; ++t) {
+      const float* xr = x.as<const float>() + t * k;
+      float acc = 0.0f;
+      for (std::int64_t i = 0; i < k; ++i) acc += scratch[i] * xr[i];
+      if (bias) acc += bias->as<const float>()[o];
+      y.as<float>()[t * m + o] = acc;
+    }
+  }
+}
+
+void attention_items(const Tensor& q, const PagedKv& kv, const AttentionMetadata& meta,
+                     const AttentionParams& params, Tensor& out, std::int64_t item_begin, std::int64_t item_end,
+                     std::vector<float>& scores) {
+  const std::int64_t heads = q.shape[1], hd = q.shape[2], vd = kv.value_head_dim();
+  const std::int64_t group = heads / kv.num_kv_heads();
+  const auto* query_start = meta.query_start.as<const std::int32_t>();
+  const auto* seq_lens = meta.seq_lens.as<const std::int32_t>();
+  const auto* positions = meta.positions.as<const std::int32_t>();
+  std::int64_t s = 0;
+  for (std::int64_t item = item_begin; item < item_end; ++item) {
+    const std::int64_t t = item / heads, h = item % heads;
+    while (query_start[s + 1] <= t) ++s;
+    const auto* table = meta.block_tables.as<const std::int32_t>() + s * meta.max_blocks_per_seq;
+    const std::int64_t pos = positions[t];
+    FOLIO_CHECK(pos < seq_lens[s]);
+    std::int64_t first = 0;
+    if (params.sliding_window > 0) first = std::max<std::int64_t>(0, pos - params.sliding_window + 1);
+    const std::int64_t kvh = h / group;
+    const float* qv = q.as<const float>() + (t * heads + h) * hd;
+    scores.assign(static_cast<std::size_t>(pos + 1 - first), 0.0f);
+    float max_score = -std::numeric_limits<float>::infinity();
+    for (std::int64_t j = first; j <= pos; ++j) {
+      std::int64_t slot = table[j / kv.block_size] * kv.block_size + j % kv.block_size;
+      float dot = 0.0f;
+      for (std::int64_t d = 0; d < hd; ++d) dot += qv[d] * load_kv(kv.k, cache_index(kv.k, kv.block_size, slot, kvh, d));
+      dot *= params.scale;
+      if (params.softcap > 0) dot = params.softcap * std::tanh(dot / params.softcap);
+      scores[j - first] = dot;
+      max_score = std::max(max_score, dot);
+    }
+    float sum = 0.0f;
+    for (auto& sc : scores) {
+      sc = std::exp(sc - max_score);
+      sum += sc;
+    }
+    float* o = out.as<float>() + (t * heads + h) * vd;
+    for (std::int64_t d = 0; d < vd; ++d) o[d] = 0.0f;
+    for (std::int64_t j = first; j <= pos; ++j) {
+      std::int64_t slot = table[j / kv.block_size] * kv.block_size + j % kv.block_size;
+      float p = scores[j - first] / sum;
+      for (std::int64_t d = 0; d < vd; ++d) o[d] += p * load_kv(kv.v, cache_index(kv.v, kv.block_size, slot, kvh, d));
+    }
+  }
+}
+
+}  // namespace reference
+
+void ReferenceBackend::copy_to_device(Tensor& dst, const void* src, std::size_t bytes) {
+  std::memcpy(dst.data, src, bytes);
+}
+
+void ReferenceBackend::copy_to_host(void* dst, const Tensor& src, std::size_t bytes) {
+  std::memcpy(dst, src.data, bytes);
+}
+
+void ReferenceBackend::embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
+  op_checks::embedding(table, ids, out);
+  for (std::int64_t i = 0; i < ids.numel(); ++i) {
+    std::int32_t id = ids.as<const std::int32_t>()[i];
+    if (id < 0 || id >= table.rows()) fail("token id {} is outside the vocabulary of {}", id, table.rows());
+    dequantize_row(table.dtype, table.row(id), out.as<float>() + i * out.cols(), table.cols());
+  }
+}
+
+void ReferenceBackend::matmul(const Tensor& w, const Tensor& x, Tensor& y, const Tensor* bias) {
+  op_checks::matmul(w, x, y, bias);
+  std::vector<float> scratch;
+  reference::matmul_rows(w, x, y, bias, 0, w.rows(), scratch);
+}
+
+void ReferenceBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) {
+  op_checks::rms_norm(x, w, out);
+  const std::int64_t d = x.cols();
+  for (std::int64_t r = 0; r < x.rows(); ++r) {
+    const float* xr = x.as<const float>() + r * d;
+    float* o = out.as<float>() + r * d;
+    float sum = 0.0f;
+    for (std::int64_t i = 0; i < d; ++i) sum += xr[i] * xr[i];
+    float inv = 1.0f / std::sqrt(sum / static_cast<float>(d) + eps);
+    for (std::int64_t i = 0; i < d; ++i) o[i] = xr[i] * inv * w.as<const float>()[i];
+  }
+}
+
+void ReferenceBackend::rope(Tensor& x, const Tensor& positions, const RopeTable& table) {
+  op_checks::rope(x, positions, table);
+  const std::int64_t heads = x.shape[1], hd = x.shape[2], half = table.dim / 2;
+  for (std::int64_t t = 0; t < x.shape[0]; ++t) {
+    float pos = static_cast<float>(positions.as<const std::int32_t>()[t]);
+    for (std::int64_t h = 0; h < heads; ++h) {
+      float* v = x.as<float>() + (t * heads + h) * hd;
+      for (std::int64_t i = 0; i < half; ++i) {
+        float theta = pos * table.inv_freq[i];
+        float c = std::cos(theta) * table.attention_factor;
+        float s = std::sin(theta) * table.attention_factor;
+        std::int64_t a = table.neox ? i : 2 * i;
+        std::int64_t b = table.neox ? i + half : 2 * i + 1;
+        float x0 = v[a], x1 = v[b];
+        v[a] = x0 * c - x1 * s;
+        v[b] = x0 * s + x1 * c;
+      }
+    }
+  }
+}
+
+void ReferenceBackend::glu(const Tensor& gate, const Tensor& up, GluActivation act, Tensor& out) {
+  op_checks::same_f32_shape(gate, up, "glu");
+  op_checks::same_f32_shape(gate, out, "glu");
+  for (std::int64_t i = 0; i < gate.numel(); ++i) {
+    float g = gate.as<const float>()[i];
+    float a;
+    if (act == GluActivation::kSilu) {
+      a = g / (1.0f + std::exp(-g));
+    } else {
+      // GELU, tanh approximation.
+      constexpr float kSqrt2OverPi = 0.7978845608028654f;
+      a = 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * (g + 0.044715f * g * g * g)));
+    }
+    out.as<float>()[i] = a * up.as<const float>()[i];
+  }
+}
+
+void ReferenceBackend::add(Tensor& x, const Tensor& y) {
+  op_checks::same_f32_shape(x, y, "add");
+  for (std::int64_t i = 0; i < x.numel(); ++i) x.as<float>()[i] += y.as<const float>()[i];
+}
+
+void ReferenceBackend::scale(Tensor& x, float s) {
+  for (std::int64_t i = 0; i < x.numel(); ++i) x.as<float>()[i] *= s;
+}
+
+void ReferenceBackend::write_kv(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, PagedKv& kv) {
+  op_checks::write_kv(k, v, slot_mapping, kv);
+  const std::int64_t heads = kv.num_kv_heads(), hd = kv.head_dim(), vd = kv.value_head_dim();
+  for (std::int64_t t = 0; t < k.shape[0]; ++t) {
+    std::int64_t slot = slot_mapping.as<const std::int32_t>()[t];
+    if (slot < 0) continue;
+    FOLIO_CHECK(slot < kv.num_blocks() * kv.block_size);
+    for (std::int64_t h = 0; h < heads; ++h) {
+      for (std::int64_t d = 0; d < hd; ++d)
+        store_kv(kv.k, cache_index(kv.k, kv.block_size, slot, h, d), k.as<const float>()[(t * heads + h) * hd + d]);
+      for (std::int64_t d = 0; d < vd; ++d)
+        store_kv(kv.v, cache_index(kv.v, kv.block_size, slot, h, d), v.as<const float>()[(t * heads + h) * vd + d]);
+    }
+  }
+}
+
+void ReferenceBackend::attention(const Tensor& q, const PagedKv& kv, const AttentionMetadata& meta,
+                                 const AttentionParams& params, Tensor& out) {
+  op_checks::attention(q, kv, meta, out);
+  std::vector<float> scratch;
+  reference::attention_items(q, kv, meta, params, out, 0, q.shape[0] * q.shape[1], scratch);
+}
+
+void ReferenceBackend::gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) {
+  op_checks::gather_rows(x, rows, out);
+  for (std::int64_t i = 0; i < rows.numel(); ++i) {
+    std::int32_t r = rows.as<const std::int32_t>()[i];
+    FOLIO_CHECK(r >= 0 && r < x.rows());
+    std::memcpy(out.row(i), x.row(r), x.row_bytes());
+  }
+}
+
+void ReferenceBackend::copy_blocks(PagedKv& kv, const std::vector<std::pair<std::int32_t, std::int32_t>>& pairs) {
+  for (Tensor* pool : {&kv.k, &kv.v}) {
+    const std::size_t block_bytes = pool->bytes() / static_cast<std::size_t>(kv.num_blocks());
+    auto* base = static_cast<char*>(pool->data);
+    for (auto [src, dst] : pairs) {
+      FOLIO_CHECK(src >= 0 && src < kv.num_blocks() && dst >= 0 && dst < kv.num_blocks());
+      std::memcpy(base + dst * block_bytes, base + src * block_bytes, block_bytes);
+    }
+  }
+}
+
+}  // namespace folio

@@ -1,0 +1,135 @@
+#include "model/arch/decoder.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace folio {
+
+RopeTable make_rope_table(const ModelConfig& c, const Tensor* freq_factors) {
+  RopeTable t;
+  t.neox = c.rope.style == RopeStyle::kNeox;
+  t.dim = c.rope.dim;
+  t.inv_freq.resize(static_cast<std::size_t>(t.dim / 2));
+  for (int i = 0; i < t.dim / 2; ++i) {
+    double f = 1.0 / std::pow(static_cast<double>(c.rope.base), 2.0 * i / t.dim);
+    if (c.rope.scaling == RopeScaling::kLinear) f /= c.rope.factor;
+    if (freq_factors != nullptr) f /= freq_factors->as<const float>()[i];
+    t.inv_freq[i] = static_cast<float>(f);
+  }
+  if (c.rope.scaling == RopeScaling::kYarn)
+    fail("model {}: YaRN rope scaling is not supported yet", c.name);
+  return t;
+}
+
+DecoderModel::DecoderModel(ModelConfig config, DecoderFeatures features, const Weights& w, Backend& backend)
+    : Model(std::move(config)), features_(features), backend_(backend) {
+  const ModelConfig& c = config_;
+  const std::int64_t H = c.hidden_size, V = c.vocab_size, F = c.intermediate_size;
+  const std::int64_t q_dim = c.q_dim(), kv_dim = c.kv_dim(), v_dim = c.num_kv_heads * c.value_head_dim;
+  const std::int64_t o_in = c.num_heads * c.value_head_dim;
+  token_embd_ = &w.get("token_embd.weight", {V, H});
+  output_norm_ = &w.get("output_norm.weight", {H});
+  output_ = w.get_optional("output.weight", {V, H});
+  config_.tied_embeddings = output_ == nullptr;
+  if (output_ == nullptr) output_ = token_embd_;
+
+  for (std::int64_t l = 0; l < c.num_layers; ++l) {
+    auto n = [l](const char* suffix) { return fmt::format("blk.{}.{}", l, suffix); };
+    Layer layer{};
+    layer.attn_norm = &w.get(n("attn_norm.weight"), {H});
+    layer.wq = &w.get(n("attn_q.weight"), {q_dim, H});
+    layer.wk = &w.get(n("attn_k.weight"), {kv_dim, H});
+    layer.wv = &w.get(n("attn_v.weight"), {v_dim, H});
+    layer.wo = &w.get(n("attn_output.weight"), {H, o_in});
+    layer.bq = w.get_optional(n("attn_q.bias"), {q_dim});
+    layer.bk = w.get_optional(n("attn_k.bias"), {kv_dim});
+    layer.bv = w.get_optional(n("attn_v.bias"), {v_dim});
+    if (features_.qk_norm) {
+      layer.q_norm = &w.get(n("attn_q_norm.weight"), {c.head_dim});
+      layer.k_norm = &w.get(n("attn_k_norm.weight"), {c.head_dim});
+    }
+    if (features_.sandwich_norms) {
+      layer.post_attn_norm = &w.get(n("post_attention_norm.weight"), {H});
+      layer.post_ffn_norm = &w.get(n("post_ffw_norm.weight"), {H});
+    }
+    layer.ffn_norm = &w.get(n("ffn_norm.weight"), {H});
+    layer.w_gate = &w.get(n("ffn_gate.weight"), {F, H});
+    layer.w_up = &w.get(n("ffn_up.weight"), {F, H});
+    layer.w_down = &w.get(n("ffn_down.weight"), {H, F});
+    layer.attention.scale = features_.attention_scale > 0 ? features_.attention_scale
+                                                          : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    layer.attention.softcap = features_.attn_softcap;
+    layer.attention.sliding_window = c.sliding_window.empty() ? 0 : c.sliding_window[l];
+    layers_.push_back(layer);
+  }
+  const Tensor* freq_factors = w.get_optional("rope_freqs.weight", {c.rope.dim / 2});
+  rope_ = make_rope_table(config_, freq_factors);
+}
+
+void DecoderModel::forward(const ForwardBatch& batch, std::vector<PagedKv>& kv, const Workspace& ws,
+                           Tensor& logits) {
+  const ModelConfig& c = config_;
+  Backend& be = backend_;
+  const std::int64_t T = batch.token_ids.numel();
+  const std::int64_t L = batch.logits_rows.numel();
+  const std::int64_t H = c.hidden_size, F = c.intermediate_size;
+  const std::int64_t heads = c.num_heads, kv_heads = c.num_kv_heads, hd = c.head_dim, vd = c.value_head_dim;
+  FOLIO_CHECK(T <= ws.max_tokens() && L <= ws.max_logits());
+  FOLIO_CHECK(static_cast<std::int64_t>(kv.size()) == c.num_layers);
+
+  Tensor x = ws.f32(0, T, H);               // [T, hidden] the residual stream
+  Tensor h = ws.f32(1, T, H);               // [T, hidden] normed input of a sublayer
+  Tensor q = ws.f32(2, T, heads * hd);      // [T, heads * head_dim]
+  Tensor k = ws.f32(3, T, kv_heads * hd);   // [T, kv_heads * head_dim]
+  Tensor v = ws.f32(4, T, kv_heads * vd);   // [T, kv_heads * value_head_dim]
+  Tensor attn = ws.f32(5, T, heads * vd);   // [T, heads * value_head_dim]
+  Tensor gate = ws.f32(6, T, F);            // [T, ffn]
+  Tensor up = ws.f32(7, T, F);              // [T, ffn]
+  Tensor out = ws.f32(2, T, H);             // [T, hidden] sublayer output (reuses q's slot)
+
+  be.embedding(*token_embd_, batch.token_ids, x);
+  if (features_.scale_embeddings) be.scale(x, std::sqrt(static_cast<float>(H)));
+
+  for (std::int64_t l = 0; l < c.num_layers; ++l) {
+    const Layer& layer = layers_[l];
+    be.rms_norm(x, *layer.attn_norm, c.rms_norm_eps, h);
+    be.matmul(*layer.wq, h, q, layer.bq);
+    be.matmul(*layer.wk, h, k, layer.bk);
+    be.matmul(*layer.wv, h, v, layer.bv);
+    Tensor q3 = q.reshaped({T, heads, hd});   // [T, heads, head_dim]
+    Tensor k3 = k.reshaped({T, kv_heads, hd});  // [T, kv_heads, head_dim]
+    if (features_.qk_norm) {
+      Tensor qr = q.reshaped({T * heads, hd});
+      Tensor kr = k.reshaped({T * kv_heads, hd});
+      be.rms_norm(qr, *layer.q_norm, c.rms_norm_eps, qr);
+      be.rms_norm(kr, *layer.k_norm, c.rms_norm_eps, kr);
+    }
+    be.rope(q3, batch.meta.positions, rope_);
+    be.rope(k3, batch.meta.positions, rope_);
+    be.write_kv(k3, v.reshaped({T, kv_heads, vd}), batch.meta.slot_mapping, kv[l]);
+    Tensor attn3 = attn.reshaped({T, heads, vd});
+    be.attention(q3, kv[l], batch.meta, layer.attention, attn3);
+    be.matmul(*layer.wo, attn, out, nullptr);
+    if (features_.sandwich_norms) be.rms_norm(out, *layer.post_attn_norm, c.rms_norm_eps, out);
+    be.add(x, out);
+
+    be.rms_norm(x, *layer.ffn_norm, c.rms_norm_eps, h);
+    be.matmul(*layer.w_gate, h, gate, nullptr);
+    be.matmul(*layer.w_up, h, up, nullptr);
+    be.glu(gate, up, features_.activation, gate);
+    be.matmul(*layer.w_down, gate, out, nullptr);
+    if (features_.sandwich_norms) be.rms_norm(out, *layer.post_ffn_norm, c.rms_norm_eps, out);
+    be.add(x, out);
+  }
+
+  if (L == 0) return;  // a prefill chunk that does not reach its prompt's end
+  Tensor selected = ws.f32(1, L, H);  // [L, hidden] rows that need logits
+  be.gather_rows(x, batch.logits_rows, selected);
+  be.rms_norm(selected, *output_norm_, c.rms_norm_eps, selected);
+  be.matmul(*output_, selected, logits, nullptr);
+}
+
+}  // namespace folio

@@ -1,0 +1,62 @@
+// DecoderModel: the pre-norm decoder-only transformer that the llama family,
+// qwen2 and their relatives share (embed, N x [norm, attention, residual,
+// norm, gated FFN, residual], final norm, LM head). An architecture file
+// picks its features; the math is written here once.
+#pragma once
+
+#include <vector>
+
+#include "model/model.h"
+#include "model/weights.h"
+
+namespace folio {
+
+struct DecoderFeatures {
+  bool qk_norm = false;             // per-head RMSNorm of Q and K (qwen3, gemma3)
+  bool sandwich_norms = false;      // post-attention and post-FFN norms (gemma)
+  bool scale_embeddings = false;    // multiply embeddings by sqrt(hidden) (gemma)
+  GluActivation activation = GluActivation::kSilu;
+  float attention_scale = 0.0f;     // 0: 1/sqrt(head_dim)
+  float attn_softcap = 0.0f;
+};
+
+class DecoderModel : public Model {
+ public:
+  DecoderModel(ModelConfig config, DecoderFeatures features, const Weights& weights, Backend& backend);
+  void forward(const ForwardBatch& batch, std::vector<PagedKv>& kv, const Workspace& ws, Tensor& logits) override;
+
+ private:
+  struct Layer {
+    const Tensor* attn_norm;
+    const Tensor* wq;
+    const Tensor* wk;
+    const Tensor* wv;
+    const Tensor* wo;
+    const Tensor* bq;  // optional biases
+    const Tensor* bk;
+    const Tensor* bv;
+    const Tensor* q_norm;  // optional per-head norms
+    const Tensor* k_norm;
+    const Tensor* post_attn_norm;
+    const Tensor* ffn_norm;
+    const Tensor* w_gate;
+    const Tensor* w_up;
+    const Tensor* w_down;
+    const Tensor* post_ffn_norm;
+    AttentionParams attention;
+  };
+
+  DecoderFeatures features_;
+  Backend& backend_;
+  const Tensor* token_embd_;
+  const Tensor* output_norm_;
+  const Tensor* output_;  // token_embd_ when tied
+  std::vector<Layer> layers_;
+  RopeTable rope_;
+};
+
+// The rotary table of a config, with linear scaling and optional per-pair
+// frequency factors (GGUF's rope_freqs.weight) folded in.
+RopeTable make_rope_table(const ModelConfig& config, const Tensor* freq_factors);
+
+}  // namespace folio

@@ -1,0 +1,57 @@
+// Model: one architecture's forward pass, written once against Backend ops
+// over a flattened ragged batch (DESIGN.md rule 3). It reads its weights and
+// writes this step's K/V into the paged cache; activations live in a
+// Workspace allocated once for the largest step.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "backend/backend.h"
+#include "model/model_config.h"
+
+namespace folio {
+
+// One step's inputs, all on the backend's device.
+struct ForwardBatch {
+  Tensor token_ids;        // [num_tokens] i32
+  AttentionMetadata meta;  // positions, slots, sequence layout
+  Tensor logits_rows;      // [num_logits] i32: the token rows that need logits
+};
+
+// Activation buffers for steps of up to max_tokens tokens and max_logits
+// logit rows.
+class Workspace {
+ public:
+  Workspace(Backend& backend, const ModelConfig& config, std::int64_t max_tokens, std::int64_t max_logits);
+  std::int64_t max_tokens() const { return max_tokens_; }
+  std::int64_t max_logits() const { return max_logits_; }
+  // A [rows, cols] f32 view of slot `index` (each slot is sized for the widest use).
+  Tensor f32(int index, std::int64_t rows, std::int64_t cols) const;
+  Tensor logits(std::int64_t rows) const;
+
+ private:
+  Buffer buffer_;
+  std::int64_t max_tokens_;
+  std::int64_t max_logits_;
+  std::int64_t slot_floats_;
+  std::int64_t vocab_size_;
+  int num_slots_;
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  const ModelConfig& config() const { return config_; }
+
+  // Runs the batch through the model; logits: [num_logits, vocab] f32.
+  virtual void forward(const ForwardBatch& batch, std::vector<PagedKv>& kv, const Workspace& ws,
+                       Tensor& logits) = 0;
+
+ protected:
+  explicit Model(ModelConfig config) : config_(std::move(config)) {}
+  ModelConfig config_;
+};
+
+}  // namespace folio

@@ -1,0 +1,65 @@
+// ModelConfig: a model's hyper-parameters, normalised across file formats so
+// that nothing above the loader knows where they came from.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace folio {
+
+class GgufFile;
+
+// How RoPE pairs the dimensions of a head: kNormal rotates (2i, 2i+1) (GGUF
+// llama files, whose Q/K rows the converter permuted), kNeox rotates
+// (i, i + rot_dim/2) (Qwen2, Gemma, HF's rotate_half).
+enum class RopeStyle { kNormal, kNeox };
+
+enum class RopeScaling { kNone, kLinear, kYarn, kLlama3 };
+
+struct RopeConfig {
+  RopeStyle style = RopeStyle::kNormal;
+  float base = 10000.0f;
+  int dim = 0;  // dimensions rotated per head (<= head_dim)
+  RopeScaling scaling = RopeScaling::kNone;
+  float factor = 1.0f;             // linear / yarn / llama3 scale factor
+  std::int64_t original_context = 0;
+  float low_freq_factor = 1.0f;    // llama3
+  float high_freq_factor = 4.0f;   // llama3
+};
+
+enum class Activation { kSilu, kGeluTanh };
+
+struct ModelConfig {
+  std::string architecture;  // "llama", "qwen2", ...
+  std::string name;
+
+  std::int64_t vocab_size = 0;
+  std::int64_t hidden_size = 0;         // [hidden]
+  std::int64_t intermediate_size = 0;   // FFN width
+  std::int64_t num_layers = 0;
+  std::int64_t num_heads = 0;
+  std::int64_t num_kv_heads = 0;
+  std::int64_t head_dim = 0;            // key and query head size
+  std::int64_t value_head_dim = 0;      // value head size (usually == head_dim)
+  std::int64_t context_length = 0;      // trained context
+  float rms_norm_eps = 1e-5f;
+  RopeConfig rope;
+  Activation activation = Activation::kSilu;
+  bool tied_embeddings = false;         // output projection shares token_embd
+  bool attention_bias = false;          // Q/K/V carry biases (qwen2)
+
+  // Per layer: 0 for global attention, else the sliding window in tokens.
+  std::vector<std::int64_t> sliding_window;
+
+  std::int64_t q_dim() const { return num_heads * head_dim; }
+  std::int64_t kv_dim() const { return num_kv_heads * head_dim; }
+  // KV bytes per token: 2 x layers x kv_heads x head_dim x bytes per number.
+  std::int64_t kv_bytes_per_token(double bytes_per_number) const;
+
+  // Reads the `<arch>.*` keys common to decoder models; an architecture's
+  // registry entry adjusts what is particular to it.
+  static ModelConfig from_gguf(const GgufFile& file);
+};
+
+}  // namespace folio

@@ -1,0 +1,54 @@
+#include "model/weights.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace folio {
+
+Weights Weights::from_gguf(std::shared_ptr<const GgufFile> file) {
+  Weights w;
+  for (const auto& info : file->tensors()) {
+    Tensor t;
+    t.data = const_cast<std::uint8_t*>(info.data);  // read-only mapping: ops never write weights
+    t.dtype = info.type;
+    t.device = Device::kCpu;
+    t.ndim = info.num_dims;
+    for (int d = 0; d < info.num_dims; ++d) t.shape[d] = info.shape[info.num_dims - 1 - d];
+    w.tensors_.emplace(info.name, t);
+  }
+  w.file_ = std::move(file);
+  return w;
+}
+
+const Tensor* Weights::find(std::string_view name) const {
+  auto it = tensors_.find(std::string(name));
+  return it == tensors_.end() ? nullptr : &it->second;
+}
+
+const Tensor* Weights::get_optional(std::string_view name, std::initializer_list<std::int64_t> shape) const {
+  const Tensor* t = find(name);
+  if (t == nullptr) return nullptr;
+  Tensor expected(nullptr, t->dtype, shape);
+  bool same = expected.ndim == t->ndim;
+  for (int d = 0; same && d < t->ndim; ++d) same = expected.shape[d] == t->shape[d];
+  if (!same)
+    fail("{}: tensor {} has shape {}, expected {}", file_->path(), name, t->shape_string(), expected.shape_string());
+  if (!info(t->dtype).dequantizable)
+    fail("{}: tensor {} has type {}, which folio cannot compute with yet", file_->path(), name, folio::name(t->dtype));
+  return t;
+}
+
+const Tensor& Weights::get(std::string_view name, std::initializer_list<std::int64_t> shape) const {
+  const Tensor* t = get_optional(name, shape);
+  if (t == nullptr) fail("{}: tensor {} is missing", file_->path(), name);
+  return *t;
+}
+
+std::uint64_t Weights::total_bytes() const {
+  std::uint64_t n = 0;
+  for (const auto& [name, t] : tensors_) n += t.bytes();
+  return n;
+}
+
+}  // namespace folio

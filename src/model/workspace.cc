@@ -1,0 +1,32 @@
+#include <algorithm>
+
+#include "core/error.h"
+#include "model/model.h"
+
+namespace folio {
+namespace {
+constexpr int kNumSlots = 8;
+}
+
+Workspace::Workspace(Backend& backend, const ModelConfig& c, std::int64_t max_tokens, std::int64_t max_logits)
+    : max_tokens_(max_tokens), max_logits_(max_logits), vocab_size_(c.vocab_size), num_slots_(kNumSlots) {
+  std::int64_t widest = std::max({c.hidden_size, c.q_dim(), c.num_heads * c.value_head_dim,
+                                  c.intermediate_size, c.kv_dim(), c.num_kv_heads * c.value_head_dim});
+  slot_floats_ = (max_tokens * widest + 15) / 16 * 16;
+  std::size_t bytes = (static_cast<std::size_t>(slot_floats_) * num_slots_ +
+                       static_cast<std::size_t>(max_logits * vocab_size_)) * sizeof(float);
+  buffer_ = backend.allocate(bytes);
+}
+
+Tensor Workspace::f32(int index, std::int64_t rows, std::int64_t cols) const {
+  FOLIO_CHECK(index >= 0 && index < num_slots_ && rows <= max_tokens_ && rows * cols <= slot_floats_);
+  return buffer_.view(DType::F32, {rows, cols}, static_cast<std::size_t>(index * slot_floats_) * sizeof(float));
+}
+
+Tensor Workspace::logits(std::int64_t rows) const {
+  FOLIO_CHECK(rows <= max_logits_);
+  return buffer_.view(DType::F32, {rows, vocab_size_},
+                      static_cast<std::size_t>(num_slots_ * slot_floats_) * sizeof(float));
+}
+
+}  // namespace folio
