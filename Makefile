@@ -5,7 +5,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all setup models configure build test run clean
+.PHONY: all setup models configure build test run clean fuzz
 
 all: build
 
@@ -21,8 +21,11 @@ configure: setup
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
-test: build models
+test: build models fuzz
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+fuzz: setup
+	@scripts/run_fuzz.sh
 
 run: build models
 	@$(BUILD)/folio inspect

@@ -1,7 +1,6 @@
-// GgufFile: a validated, memory-mapped GGUF file (versions 2 and 3). Every
-// count, length, offset and size is checked against the file before use, so a
-// hostile file yields an Error naming the field and its byte offset, never a
-// crash or an allocation larger than the file justifies.
+// GgufFile: a validated, memory-mapped GGUF file (versions 2 and 3). Every count,
+// length, offset and size is checked against the file before use: a hostile file
+// yields an Error naming the field and its byte offset, never a crash.
 #pragma once
 
 #include <array>
@@ -18,6 +17,14 @@
 #include "tensor/dtype.h"
 
 namespace folio {
+
+// Limits of the format, shared by the reader and the writer.
+constexpr std::uint32_t kGgufDefaultAlignment = 32;  // when general.alignment is absent
+constexpr int kGgufMaxDims = 4;                       // ggml's GGML_MAX_DIMS
+constexpr std::size_t kGgufMaxTensorNameBytes = 64;   // the spec's limit on tensor names
+constexpr std::size_t kGgufMaxKeyBytes = 65535;       // the spec's limit on metadata keys
+constexpr int kGgufMaxArrayDepth = 8;                 // arrays of arrays, nested at most this deep
+constexpr std::string_view kGgufAlignmentKey = "general.alignment";
 
 // GGUF metadata value types, with their on-disk ids.
 enum class GgufType : std::uint32_t {
@@ -37,6 +44,8 @@ enum class GgufType : std::uint32_t {
 };
 
 std::string_view gguf_type_name(GgufType type);
+// Bytes one value of a numeric or bool type takes on disk; 0 for string and array.
+std::size_t gguf_scalar_bytes(GgufType type);
 
 // One metadata value. Strings and numeric arrays point into the file's bytes,
 // so a GgufValue lives no longer than its GgufFile.
@@ -62,8 +71,12 @@ class GgufValue {
   std::vector<std::int64_t> ints(std::string_view key) const;
   std::vector<float> floats(std::string_view key) const;
   const std::vector<GgufValue>& items(std::string_view key) const;  // nested arrays
+  // The little-endian bytes of a scalar or of a numeric/bool array's elements;
+  // empty for strings and for arrays of strings or arrays.
+  std::span<const std::uint8_t> raw_bytes() const;
 
-  // A short human-readable rendering (long arrays are summarised).
+  // A short human-readable rendering: long arrays are summarised, strings cut,
+  // and control bytes escaped so that it is safe to print.
   std::string to_string(std::size_t max_items = 8) const;
 
  private:
@@ -72,7 +85,7 @@ class GgufValue {
 
   GgufType type_ = GgufType::kU8;
   GgufType element_type_ = GgufType::kU8;  // for arrays
-  std::size_t count_ = 0;                   // for arrays
+  std::size_t count_ = 0;                   // for arrays: number of elements
   const std::uint8_t* raw_ = nullptr;       // scalar bytes or a numeric array's first element
   std::string_view string_;
   std::vector<std::string_view> strings_;
@@ -80,15 +93,15 @@ class GgufValue {
 };
 
 struct GgufTensorInfo {
-  std::string name;
+  std::string name;  // 1 to kGgufMaxTensorNameBytes bytes
   DType type = DType::F32;
-  int num_dims = 0;
-  std::array<std::int64_t, 4> shape{1, 1, 1, 1};  // shape[0] is the row length (innermost)
-  std::int64_t num_elements = 0;
-  std::uint64_t offset = 0;      // relative to the data section
-  std::uint64_t size_bytes = 0;
+  int num_dims = 0;                                // 1 to kGgufMaxDims
+  std::array<std::int64_t, kGgufMaxDims> shape{1, 1, 1, 1};  // shape[0] is the row length (innermost)
+  std::int64_t num_elements = 0;                   // product of shape; may be 0
+  std::uint64_t offset = 0;       // relative to the data section, a multiple of the alignment
+  std::uint64_t size_bytes = 0;   // bytes of data, all inside the file
   std::uint64_t file_offset = 0;  // absolute, where the bytes start in the file
-  const std::uint8_t* data = nullptr;
+  const std::uint8_t* data = nullptr;  // file_offset into the file's bytes
 
   std::int64_t rows() const { return num_elements / (shape[0] == 0 ? 1 : shape[0]); }
 };
@@ -128,7 +141,7 @@ class GgufFile {
   std::shared_ptr<MappedFile> file_;  // null for from_bytes
   std::span<const std::uint8_t> bytes_;
   std::uint32_t version_ = 0;
-  std::uint64_t alignment_ = 32;
+  std::uint64_t alignment_ = kGgufDefaultAlignment;
   std::uint64_t data_offset_ = 0;
   std::vector<std::pair<std::string, GgufValue>> metadata_;
   std::unordered_map<std::string, std::size_t> metadata_index_;

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Fuzzes the GGUF reader: builds tests/fuzz/gguf_fuzz with clang (libFuzzer, ASan,
+# UBSan) in its own build directory, seeds it with the hostile corpus and valid
+# files, and runs it for FOLIO_FUZZ_SECONDS (default 60). Fails on any crash.
+set -euo pipefail
+
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(dirname "$here")"
+build_dir="${FOLIO_FUZZ_BUILD_DIR:-$root/build-fuzz}"
+seconds="${FOLIO_FUZZ_SECONDS:-60}"
+
+CC=clang CXX=clang++ cmake -S "$root" -B "$build_dir" -G Ninja \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFOLIO_FUZZ=ON -DFOLIO_BUILD_TESTS=OFF -DFOLIO_WERROR=ON >/dev/null
+cmake --build "$build_dir" --target gguf_fuzz
+
+# The working corpus persists between runs so coverage accumulates; seeds are
+# rewritten every time from the sources.
+work="$build_dir/fuzz/gguf"
+mkdir -p "$work/corpus" "$work/artifacts"
+rm -rf "$work/seeds"
+mkdir -p "$work/seeds"
+cp "$root"/tests/data/bad_gguf/*.gguf "$work/seeds/"
+python3 "$root/scripts/make_bad_gguf.py" --valid "$work/seeds"
+
+# Values that random mutation rarely guesses: the magic, the alignment key, type
+# ids, and u64s at the edges of overflow. With it the fuzzer finds, from the valid
+# seeds alone, a tensor size that wraps around 2^64.
+cat >"$work/gguf.dict" <<'DICT'
+magic="GGUF"
+alignment_key="general.alignment"
+u32_max="\xff\xff\xff\xff"
+u32_2_31="\x00\x00\x00\x80"
+u64_2_32="\x00\x00\x00\x00\x01\x00\x00\x00"
+u64_2_61="\x00\x00\x00\x00\x00\x00\x00\x20"
+u64_2_62="\x00\x00\x00\x00\x00\x00\x00\x40"
+u64_2_63="\x00\x00\x00\x00\x00\x00\x00\x80"
+u64_max="\xff\xff\xff\xff\xff\xff\xff\xff"
+u64_max_minus_31="\xe1\xff\xff\xff\xff\xff\xff\xff"
+value_type_string="\x08\x00\x00\x00"
+value_type_array="\x09\x00\x00\x00"
+value_type_u64="\x0a\x00\x00\x00"
+value_type_f64_or_tensor_q4_k="\x0c\x00\x00\x00"
+tensor_type_f64="\x1c\x00\x00\x00"
+tensor_type_bf16="\x1e\x00\x00\x00"
+n_dims_4="\x04\x00\x00\x00"
+DICT
+
+# Inputs stay under 64 KiB, so one allocation of 16 MiB would already be
+# hundreds of times the input: the reader must never make one.
+echo "run_fuzz: fuzzing the GGUF reader for ${seconds}s (crashes are saved in $work/artifacts)"
+"$build_dir/fuzz/gguf_fuzz" \
+  -max_total_time="$seconds" -max_len=65536 -timeout=10 \
+  -rss_limit_mb=2048 -malloc_limit_mb=16 \
+  -dict="$work/gguf.dict" -artifact_prefix="$work/artifacts/" -print_final_stats=1 \
+  "$work/corpus" "$work/seeds"
