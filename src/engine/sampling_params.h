@@ -1,0 +1,69 @@
+// SamplingParams: how one request turns logits into tokens and when it stops,
+// with the meanings of the OpenAI API and vLLM; validate() names any value out
+// of range, so a request that passes it never surprises the Sampler.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tokenizer/vocab.h"
+
+namespace folio {
+
+// Most top logprobs a request may ask for (vLLM's default max_logprobs, and
+// OpenAI's limit for top_logprobs).
+inline constexpr int kMaxLogprobs = 20;
+// Most completions one request may ask for (OpenAI's limit for n).
+inline constexpr int kMaxCompletions = 128;
+// Bound of a logit_bias value (OpenAI: -100 bans a token, 100 forces it).
+inline constexpr float kMaxLogitBias = 100.0f;
+// Bound of presence_penalty and frequency_penalty (OpenAI).
+inline constexpr float kMaxOpenAiPenalty = 2.0f;
+// Temperatures below this are greedy, as in vLLM: dividing by them would
+// overflow, and the distribution is one-hot to float precision anyway.
+inline constexpr float kGreedyTemperature = 1e-5f;
+
+struct SamplingParams {
+  // Softmax temperature; 0 (or below kGreedyTemperature) means greedy argmax.
+  float temperature = 1.0f;
+  // Keep the k most likely tokens; 0 or -1 turns it off.
+  int top_k = 0;
+  // Keep the smallest set of most likely tokens whose mass reaches top_p;
+  // 1 turns it off.
+  float top_p = 1.0f;
+  // Keep tokens whose probability is at least min_p x the top probability;
+  // 0 turns it off.
+  float min_p = 0.0f;
+  // vLLM semantics, over the tokens of the prompt and of the output: a
+  // positive logit is divided by it, a negative one multiplied; 1 is off.
+  float repetition_penalty = 1.0f;
+  // OpenAI semantics, over output tokens only: logit -= presence_penalty once
+  // a token has appeared, and -= frequency_penalty x its count.
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  // Added to a token's logit before everything else.
+  std::map<TokenId, float> logit_bias;
+  // Same seed, same output; without one the engine supplies a fresh stream.
+  std::optional<std::int64_t> seed;
+  // Unset: no logprobs. k: the chosen token's logprob plus the k most likely
+  // tokens' (0..kMaxLogprobs), from the model's unprocessed distribution.
+  std::optional<int> logprobs;
+  // Most tokens to generate; unset: until the context is full.
+  std::optional<int> max_tokens;
+  std::vector<std::string> stop;          // stop strings, not part of the output
+  std::vector<TokenId> stop_token_ids;    // stop tokens besides end-of-generation
+  bool ignore_eos = false;                // keep going past end-of-generation tokens
+  int n = 1;                              // completions for this prompt
+
+  bool is_greedy() const { return temperature < kGreedyTemperature; }
+
+  // The first value out of range, as a message that names the parameter, the
+  // value and the allowed range; nullopt when all are valid. Token ids are
+  // checked against vocab_size, the number of logits the model produces.
+  std::optional<std::string> validate(std::int64_t vocab_size) const;
+};
+
+}  // namespace folio
