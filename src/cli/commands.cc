@@ -6,6 +6,9 @@ namespace folio::cli {
 
 void register_commands(CLI::App& app) {
   add_inspect(app);
+  add_tokenize(app);
+  add_run(app);
+  add_kv_calc(app);
 }
 
 std::string default_model_path() {

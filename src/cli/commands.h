@@ -8,7 +8,9 @@ namespace folio::cli {
 void register_commands(CLI::App& app);
 
 void add_inspect(CLI::App& app);
+void add_run(CLI::App& app);
 void add_tokenize(CLI::App& app);
+void add_kv_calc(CLI::App& app);
 
 // The default model's path in the models cache (FOLIO_MODELS overrides).
 std::string default_model_path();

@@ -1,0 +1,176 @@
+#include "kv/capacity_planner.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <string>
+#include <utility>
+
+#include "core/error.h"
+
+namespace folio {
+namespace {
+
+std::string normalized(std::string_view name) {
+  std::string out;
+  for (char c : name)
+    if (std::isalnum(static_cast<unsigned char>(c))) out.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  return out;
+}
+
+ModelShape dense(std::string name, std::int64_t num_params, int num_layers, int num_kv_heads, int head_dim,
+                 std::int64_t max_context_tokens, int num_experts = 0) {
+  ModelShape m;
+  m.name = std::move(name);
+  m.num_params = num_params;
+  m.num_layers = num_layers;
+  m.num_kv_heads = num_kv_heads;
+  m.head_dim = head_dim;
+  m.num_experts = num_experts;
+  m.max_context_tokens = max_context_tokens;
+  return m;
+}
+
+// Parameter counts are exact, summed from each model's published shapes
+// (embeddings, attention, MLP or experts, norms, biases, untied heads).
+std::vector<ModelShape> make_model_presets() {
+  ModelShape deepseek_v3 = dense("DeepSeek-V3", 671'026'419'200, 61, 1, 576, 163840, 256);
+  deepseek_v3.kv_latent_dim = 512 + 64;  // MLA: kv_lora_rank + rope dim, one row for K and V
+  return {
+      dense("Llama-2-7B", 6'738'415'616, 32, 32, 128, 4096),
+      dense("Llama-2-13B", 13'015'864'320, 40, 40, 128, 4096),
+      dense("Llama-3-8B", 8'030'261'248, 32, 8, 128, 8192),
+      dense("Llama-3-70B", 70'553'706'496, 80, 8, 128, 8192),
+      dense("Mistral-7B", 7'241'732'096, 32, 8, 128, 32768),
+      dense("Qwen2.5-7B", 7'615'616'512, 28, 4, 128, 32768),
+      dense("Mixtral-8x7B", 46'702'792'704, 32, 8, 128, 32768, 8),
+      deepseek_v3,
+      dense("OPT-13B", 12'853'473'280, 40, 40, 128, 2048),
+  };
+}
+
+// Marketed figures, decimal units (1 GB = 1e9 bytes, 1 TB/s = 1e12 B/s).
+std::vector<DeviceSpec> make_device_presets() {
+  return {
+      {"H200", 141'000'000'000, 4.8e12},
+      {"H100", 80'000'000'000, 3.35e12},
+      {"A100", 80'000'000'000, 2.0e12},
+      {"RTX-4090", 24'000'000'000, 1.0e12},
+  };
+}
+
+// A number and a unit: "12.5 GiB/s" -> 12.5 x 2^30 (per_second allows the /s).
+std::optional<double> parse_with_unit(std::string_view text, bool per_second) {
+  std::string t;
+  for (char c : text)
+    if (!std::isspace(static_cast<unsigned char>(c))) t.push_back(c);
+  if (per_second && t.size() > 2 && t.ends_with("/s")) t.resize(t.size() - 2);
+  double value = 0;
+  auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), value);
+  if (ec != std::errc() || end == t.data() || !(value >= 0) || !std::isfinite(value)) return std::nullopt;
+  const std::size_t i = static_cast<std::size_t>(end - t.data());
+  const std::string unit = normalized(t.substr(i));
+  static const std::pair<const char*, double> kUnits[] = {
+      {"b", 1.0},       {"kb", 1e3},         {"mb", 1e6},         {"gb", 1e9},         {"tb", 1e12},
+      {"kib", 1024.0},  {"mib", 1048576.0},  {"gib", 1073741824.0}, {"tib", 1099511627776.0},
+  };
+  for (const auto& [name, scale] : kUnits)
+    if (unit == name) return value * scale;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<NumberFormat> kv_number_format(std::string_view name) {
+  const std::string n = normalized(name);
+  if (n == "f32") return NumberFormat{"f32", 1, 4};
+  if (n == "f16") return NumberFormat{"f16", 1, 2};
+  if (n == "bf16") return NumberFormat{"bf16", 1, 2};
+  if (n == "fp8" || n == "f8" || n == "fp8e4m3" || n == "fp8e5m2") return NumberFormat{"fp8", 1, 1};
+  if (n == "q80") return NumberFormat{"q8_0", 32, 34};
+  return std::nullopt;
+}
+
+std::vector<std::string> kv_number_format_names() { return {"f32", "f16", "bf16", "fp8", "q8_0"}; }
+
+const std::vector<ModelShape>& model_presets() {
+  static const std::vector<ModelShape> presets = make_model_presets();
+  return presets;
+}
+
+const std::vector<DeviceSpec>& device_presets() {
+  static const std::vector<DeviceSpec> presets = make_device_presets();
+  return presets;
+}
+
+std::optional<ModelShape> find_model_preset(std::string_view name) {
+  for (const auto& m : model_presets())
+    if (normalized(m.name) == normalized(name)) return m;
+  return std::nullopt;
+}
+
+std::optional<DeviceSpec> find_device_preset(std::string_view name) {
+  for (const auto& d : device_presets())
+    if (normalized(d.name) == normalized(name) || normalized(d.name) == "rtx" + normalized(name)) return d;
+  return std::nullopt;
+}
+
+std::int64_t kv_bytes_per_token(const ModelShape& model, const NumberFormat& kv_format) {
+  if (model.num_layers <= 0) fail("model {}: number of layers must be positive", model.name);
+  if (model.kv_latent_dim > 0) return model.num_layers * kv_format.row_bytes(model.kv_latent_dim);
+  if (model.num_kv_heads <= 0 || model.head_dim <= 0)
+    fail("model {}: KV heads ({}) and head dim ({}) must be positive", model.name, model.num_kv_heads,
+         model.head_dim);
+  const int value_head_dim = model.value_head_dim > 0 ? model.value_head_dim : model.head_dim;
+  return static_cast<std::int64_t>(model.num_layers) * model.num_kv_heads *
+         (kv_format.row_bytes(model.head_dim) + kv_format.row_bytes(value_head_dim));
+}
+
+std::int64_t weight_bytes(const ModelShape& model, const NumberFormat& weight_format) {
+  return weight_format.row_bytes(model.num_params);
+}
+
+CapacityPlan plan_capacity(const CapacityQuery& q) {
+  if (q.context_tokens <= 0) fail("context length must be positive, got {}; pass --ctx 4096 or similar", q.context_tokens);
+  if (q.num_users <= 0) fail("number of users must be positive, got {}; pass --users 1 or more", q.num_users);
+  if (q.device.memory_bytes <= 0) fail("device memory must be positive; pass --device H100 or --mem 80GB");
+  if (q.block_size <= 0) fail("block size must be positive, got {}", q.block_size);
+  if (q.weight_bytes < 0) fail("weight bytes must not be negative");
+  if (!q.reserve_bytes && (q.reserve_fraction < 0 || q.reserve_fraction >= 1))
+    fail("reserve must be a share in [0, 1), got {}; pass --reserve 10% or --reserve 4GB", q.reserve_fraction);
+
+  CapacityPlan p;
+  p.weight_bytes = q.weight_bytes;
+  p.kv_bytes_per_token = kv_bytes_per_token(q.model, q.kv_format);
+  p.tokens_per_user = (q.context_tokens + q.block_size - 1) / q.block_size * q.block_size;
+  p.kv_bytes_per_user = p.tokens_per_user * p.kv_bytes_per_token;
+  p.kv_bytes_total = q.num_users * p.kv_bytes_per_user;
+  p.reserve_bytes = q.reserve_bytes ? *q.reserve_bytes
+                                    : static_cast<std::int64_t>(std::llround(q.reserve_fraction *
+                                                                             static_cast<double>(q.device.memory_bytes)));
+  p.kv_budget_bytes = q.device.memory_bytes - p.reserve_bytes - p.weight_bytes;
+  p.needed_bytes = p.weight_bytes + p.kv_bytes_total + p.reserve_bytes;
+  p.fits = p.needed_bytes <= q.device.memory_bytes;
+  if (p.kv_budget_bytes > 0) {
+    p.max_users = p.kv_budget_bytes / p.kv_bytes_per_user;
+    const std::int64_t tokens = p.kv_budget_bytes / (q.num_users * p.kv_bytes_per_token);
+    p.max_context_tokens = tokens / q.block_size * q.block_size;
+  }
+  p.bytes_per_step = p.weight_bytes + p.kv_bytes_total;
+  if (q.device.bandwidth_bytes_per_s > 0 && p.bytes_per_step > 0) {
+    p.decode_tokens_per_s_per_user = q.device.bandwidth_bytes_per_s / static_cast<double>(p.bytes_per_step);
+    p.decode_tokens_per_s_total = p.decode_tokens_per_s_per_user * static_cast<double>(q.num_users);
+  }
+  return p;
+}
+
+std::optional<std::int64_t> parse_byte_size(std::string_view text) {
+  auto v = parse_with_unit(text, false);
+  if (!v || *v > 9.0e18) return std::nullopt;
+  return static_cast<std::int64_t>(std::llround(*v));
+}
+
+std::optional<double> parse_bandwidth(std::string_view text) { return parse_with_unit(text, true); }
+
+}  // namespace folio

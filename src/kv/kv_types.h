@@ -1,0 +1,16 @@
+// The ids the KV cache speaks in: blocks of the pool, tokens, requests.
+// A slot is one token's place in the pool: block_id * block_size + offset.
+#pragma once
+
+#include <cstdint>
+
+namespace folio {
+
+using BlockId = std::int32_t;     // index of a block in the pool, 0 .. num_blocks - 1
+using TokenId = std::int32_t;     // same type as the tokenizer's TokenId
+using RequestId = std::uint64_t;  // the engine's id of a request (or of a forked child)
+using SlotId = std::int64_t;      // block_id * block_size + offset
+
+inline constexpr int kDefaultBlockSize = 16;
+
+}  // namespace folio

@@ -1,0 +1,199 @@
+// CapacityPlanner: the classic worked examples to the byte (OPT-13B,
+// Llama-2-7B), every preset's KV size, and the presets' parameter counts.
+#include "kv/capacity_planner.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+#include "core/error.h"
+
+namespace folio {
+namespace {
+
+ModelShape preset(const char* name) {
+  auto m = find_model_preset(name);
+  EXPECT_TRUE(m.has_value()) << name;
+  return m.value_or(ModelShape{});
+}
+
+NumberFormat kv(const char* name) { return kv_number_format(name).value(); }
+
+const NumberFormat kF16{"f16", 1, 2};
+
+// f16 weights, by default.
+CapacityQuery query(const ModelShape& model, const NumberFormat& kv_format, const DeviceSpec& device) {
+  CapacityQuery q;
+  q.model = model;
+  q.weight_bytes = weight_bytes(model, NumberFormat{"f16", 1, 2});
+  q.kv_format = kv_format;
+  q.device = device;
+  return q;
+}
+const NumberFormat kQ4_0{"q4_0", 32, 18};
+const NumberFormat kQ4_K{"q4_k", 256, 144};
+const NumberFormat kQ8_0{"q8_0", 32, 34};
+
+// The worked example of the vLLM paper: OPT-13B keeps 800 KB per token
+// (2 x 40 layers x 5,120 hidden x 2 bytes), so 2,048 tokens take 1.6 GB.
+TEST(CapacityPlanner, Opt13bWorkedExample) {
+  const ModelShape m = preset("OPT-13B");
+  EXPECT_EQ(kv_bytes_per_token(m, kv("f16")), 819'200);  // 800 KiB
+  CapacityQuery q = query(m, kv("f16"), *find_device_preset("A100"));
+  q.context_tokens = 2048;
+  const CapacityPlan p = plan_capacity(q);
+  EXPECT_EQ(p.kv_bytes_per_user, 1'677'721'600);  // 1,600 MiB
+  EXPECT_EQ(p.weight_bytes, 25'706'946'560);      // 12.85 B params x 2 bytes
+}
+
+// The Llama-2-7B example: 512 KiB per token; 32 users at 4,096 tokens hold
+// 64 GiB (about 69 GB) of KV, more than an 80 GB H100 has after the weights.
+TEST(CapacityPlanner, Llama2_7bWorkedExample) {
+  const ModelShape m = preset("Llama-2-7B");
+  EXPECT_EQ(kv_bytes_per_token(m, kv("f16")), 524'288);
+  CapacityQuery q = query(m, kv("f16"), *find_device_preset("H100"));
+  q.context_tokens = 4096;
+  q.num_users = 32;
+  const CapacityPlan p = plan_capacity(q);
+  EXPECT_EQ(p.kv_bytes_total, 68'719'476'736);  // 64 GiB = 68.7 GB
+  EXPECT_EQ(p.weight_bytes, 13'476'831'232);
+  EXPECT_EQ(p.reserve_bytes, 8'000'000'000);
+  EXPECT_EQ(p.kv_budget_bytes, 80'000'000'000 - 8'000'000'000 - 13'476'831'232);
+  EXPECT_FALSE(p.fits);
+  EXPECT_EQ(p.needed_bytes, 13'476'831'232 + 68'719'476'736 + 8'000'000'000);
+  EXPECT_EQ(p.max_users, 27);             // 58.5 GB / 2 GiB per user
+  EXPECT_EQ(p.max_context_tokens, 3488);  // 58.5 GB / (32 x 512 KiB), whole blocks
+  EXPECT_EQ(p.bytes_per_step, 13'476'831'232 + 68'719'476'736);
+  EXPECT_NEAR(p.decode_tokens_per_s_per_user, 3.35e12 / 82'196'307'968.0, 1e-9);
+  EXPECT_NEAR(p.decode_tokens_per_s_total, 32 * 3.35e12 / 82'196'307'968.0, 1e-6);
+
+  q.device = *find_device_preset("H200");
+  const CapacityPlan h200 = plan_capacity(q);
+  EXPECT_TRUE(h200.fits);
+  EXPECT_EQ(h200.max_users, (141'000'000'000 - 14'100'000'000 - 13'476'831'232) / 2'147'483'648);
+}
+
+TEST(CapacityPlanner, KvBytesPerTokenForEveryPresetAndFormat) {
+  struct Row {
+    const char* model;
+    const char* format;
+    std::int64_t bytes;
+  };
+  const Row rows[] = {
+      {"Llama-2-7B", "f32", 1'048'576},        // 2 x 32 x 32 x 128 x 4
+      {"Llama-2-7B", "bf16", 524'288},
+      {"Llama-2-7B", "fp8", 262'144},
+      {"Llama-2-7B", "q8_0", 278'528},         // 2 x 32 x 32 x (128 / 32 x 34)
+      {"Llama-2-13B", "f16", 819'200},         // 2 x 40 x 40 x 128 x 2
+      {"Llama-3-8B", "f16", 131'072},          // 2 x 32 x 8 x 128 x 2
+      {"Llama-3-70B", "f16", 327'680},         // 2 x 80 x 8 x 128 x 2
+      {"Mistral-7B", "f16", 131'072},
+      {"Qwen2.5-7B", "f16", 57'344},           // 2 x 28 x 4 x 128 x 2
+      {"Mixtral-8x7B", "f16", 131'072},
+      {"DeepSeek-V3", "bf16", 70'272},         // 61 x (512 + 64) x 2, no factor 2
+      {"DeepSeek-V3", "fp8", 35'136},
+      {"DeepSeek-V3", "q8_0", 61 * 18 * 34},   // 576 = 18 blocks of 32
+  };
+  for (const Row& r : rows) EXPECT_EQ(kv_bytes_per_token(preset(r.model), kv(r.format)), r.bytes) << r.model << " " << r.format;
+}
+
+TEST(CapacityPlanner, WeightBytesInWholeBlocks) {
+  const ModelShape m = preset("Llama-2-7B");
+  EXPECT_EQ(weight_bytes(m, kF16), 13'476'831'232);
+  EXPECT_EQ(weight_bytes(m, kQ8_0), 6'738'415'616 / 32 * 34);  // a multiple of 32
+  EXPECT_EQ(weight_bytes(m, kQ4_0), 3'790'358'784);            // 4.5 bits
+  EXPECT_EQ(weight_bytes(m, kQ4_K), (6'738'415'616 + 255) / 256 * 144);
+  EXPECT_DOUBLE_EQ(kQ4_K.bits_per_number(), 4.5);
+  EXPECT_DOUBLE_EQ(kQ8_0.bits_per_number(), 8.5);
+}
+
+// The preset parameter counts follow from the published shapes.
+TEST(CapacityPlanner, PresetParameterCountsMatchTheirShapes) {
+  // vocab, hidden, ffn, layers, heads, kv heads, experts, qkv bias
+  auto llama = [](std::int64_t v, std::int64_t h, std::int64_t f, std::int64_t l, std::int64_t kvh,
+                  std::int64_t experts, bool bias) {
+    const std::int64_t kv_dim = kvh * 128;
+    std::int64_t attn = 2 * h * h + 2 * h * kv_dim + (bias ? h + 2 * kv_dim : 0);
+    std::int64_t mlp = 3 * h * f * (experts ? experts : 1) + (experts ? h * experts : 0);
+    return l * (attn + mlp + 2 * h) + 2 * v * h + h;
+  };
+  EXPECT_EQ(preset("Llama-2-7B").num_params, llama(32000, 4096, 11008, 32, 32, 0, false));
+  EXPECT_EQ(preset("Llama-2-13B").num_params, llama(32000, 5120, 13824, 40, 40, 0, false));
+  EXPECT_EQ(preset("Llama-3-8B").num_params, llama(128256, 4096, 14336, 32, 8, 0, false));
+  EXPECT_EQ(preset("Llama-3-70B").num_params, llama(128256, 8192, 28672, 80, 8, 0, false));
+  EXPECT_EQ(preset("Mistral-7B").num_params, llama(32000, 4096, 14336, 32, 8, 0, false));
+  EXPECT_EQ(preset("Qwen2.5-7B").num_params, llama(152064, 3584, 18944, 28, 4, 0, true));
+  EXPECT_EQ(preset("Mixtral-8x7B").num_params, llama(32000, 4096, 14336, 32, 8, 8, false));
+  // OPT: biases everywhere, LayerNorm with bias, GELU MLP of two matrices,
+  // 2,048 + 2 learned positions, tied embeddings.
+  const std::int64_t h = 5120, f = 20480;
+  const std::int64_t opt_layer = 4 * (h * h + h) + (h * f + f) + (f * h + h) + 4 * h;
+  EXPECT_EQ(preset("OPT-13B").num_params, 40 * opt_layer + 50272 * h + 2050 * h + 2 * h);
+  // DeepSeek-V3: MLA attention, 3 dense layers, 58 MoE layers of 256 routed
+  // experts plus one shared, untied embeddings (the MTP module excluded).
+  const std::int64_t d = 7168;
+  const std::int64_t mla = d * 1536 + 1536 + 1536 * 128 * 192 + d * 576 + 512 + 512 * 128 * 256 + 128 * 128 * d;
+  const std::int64_t dense_layer = mla + 2 * d + 3 * d * 18432;
+  const std::int64_t moe_layer = mla + 2 * d + 257 * 3 * d * 2048 + 256 * d + 256;
+  EXPECT_EQ(preset("DeepSeek-V3").num_params, 3 * dense_layer + 58 * moe_layer + 2 * 129280 * d + d);
+}
+
+TEST(CapacityPlanner, FindsPresetsLoosely) {
+  EXPECT_EQ(preset("llama-2-7b").name, "Llama-2-7B");
+  EXPECT_EQ(preset("LLAMA 2 7B").name, "Llama-2-7B");
+  EXPECT_EQ(preset("qwen2.5_7b").name, "Qwen2.5-7B");
+  EXPECT_FALSE(find_model_preset("Llama-9-1B"));
+  EXPECT_EQ(find_device_preset("rtx 4090")->memory_bytes, 24'000'000'000);
+  EXPECT_EQ(find_device_preset("4090")->name, "RTX-4090");
+  EXPECT_DOUBLE_EQ(find_device_preset("h200")->bandwidth_bytes_per_s, 4.8e12);
+  EXPECT_FALSE(find_device_preset("TPU"));
+  EXPECT_FALSE(kv_number_format("q4_0"));
+  EXPECT_EQ(kv_number_format("FP8")->block_bytes, 1);
+}
+
+TEST(CapacityPlanner, RoundsContextToWholeBlocks) {
+  CapacityQuery q = query(preset("Llama-2-7B"), kF16, {"x", 100'000'000'000, 1e12});
+  q.context_tokens = 1000;  // 63 blocks of 16 = 1,008 slots
+  q.reserve_fraction = 0;
+  const CapacityPlan p = plan_capacity(q);
+  EXPECT_EQ(p.tokens_per_user, 1008);
+  EXPECT_EQ(p.kv_bytes_per_user, 1008 * 524'288);
+  EXPECT_EQ(p.max_context_tokens % 16, 0);
+  q.reserve_bytes = 90'000'000'000;  // the weights no longer fit
+  const CapacityPlan none = plan_capacity(q);
+  EXPECT_LT(none.kv_budget_bytes, 0);
+  EXPECT_EQ(none.max_users, 0);
+  EXPECT_EQ(none.max_context_tokens, 0);
+  EXPECT_FALSE(none.fits);
+}
+
+TEST(CapacityPlanner, BadInputsSayWhatToChange) {
+  CapacityQuery q = query(preset("Llama-2-7B"), kF16, {"x", 1'000, 1});
+  q.num_users = 0;
+  EXPECT_THROW(plan_capacity(q), Error);
+  q.num_users = 1;
+  q.context_tokens = 0;
+  EXPECT_THROW(plan_capacity(q), Error);
+  q.context_tokens = 1;
+  q.reserve_fraction = 1.5;
+  EXPECT_THROW(plan_capacity(q), Error);
+}
+
+TEST(CapacityPlanner, ParsesSizesAndBandwidths) {
+  EXPECT_EQ(parse_byte_size("80GB"), 80'000'000'000);
+  EXPECT_EQ(parse_byte_size("141 GB"), 141'000'000'000);
+  EXPECT_EQ(parse_byte_size("24GiB"), 24LL << 30);
+  EXPECT_EQ(parse_byte_size("512 KiB"), 524'288);
+  EXPECT_EQ(parse_byte_size("1.5e9B"), 1'500'000'000);
+  EXPECT_EQ(parse_byte_size("80"), std::nullopt);  // a unit is required
+  EXPECT_EQ(parse_byte_size("80GB/s"), std::nullopt);
+  EXPECT_EQ(parse_byte_size("GB"), std::nullopt);
+  EXPECT_EQ(parse_byte_size("-1GB"), std::nullopt);
+  EXPECT_DOUBLE_EQ(parse_bandwidth("3.35TB/s").value(), 3.35e12);
+  EXPECT_DOUBLE_EQ(parse_bandwidth("900 GB/s").value(), 9e11);
+  EXPECT_DOUBLE_EQ(parse_bandwidth("2TB").value(), 2e12);
+  EXPECT_EQ(parse_bandwidth("fast"), std::nullopt);
+}
+
+}  // namespace
+}  // namespace folio
