@@ -1,0 +1,71 @@
+// ChatTemplate: the variables HF's apply_chat_template passes, around JinjaTemplate.
+#include "tokenizer/chat_template.h"
+
+#include <algorithm>
+
+#include "model/gguf_file.h"
+#include "tokenizer/jinja_json.h"
+
+namespace folio {
+
+const char* const ChatTemplate::kChatMlSource =
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+    "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
+    "{% endif %}";
+
+ChatTemplate::ChatTemplate(std::string source)
+    : source_(std::move(source)), template_(std::make_shared<const jinja::JinjaTemplate>(source_)) {}
+
+ChatTemplate ChatTemplate::from_gguf(const GgufFile& gguf) {
+  std::string source = gguf.get_string("tokenizer.chat_template", "");
+  return source.empty() ? chatml() : ChatTemplate(std::move(source));
+}
+
+std::string ChatTemplate::render(const nlohmann::ordered_json& messages, const ChatRenderOptions& options) const {
+  using jinja::Value;
+  if (!messages.is_array()) {
+    throw jinja::JinjaError(jinja::JinjaError::Kind::kRuntime,
+                            std::string("messages must be a JSON array of {role, content} objects, not ") +
+                                messages.type_name());
+  }
+  if (!options.extra.is_object() && !options.extra.is_null()) {
+    throw jinja::JinjaError(jinja::JinjaError::Kind::kRuntime,
+                            std::string("extra template variables must be a JSON object, not ") +
+                                options.extra.type_name());
+  }
+  // The variables HF passes: messages, tools, documents, add_generation_prompt,
+  // the special tokens, then the caller's extra kwargs.
+  std::vector<std::pair<std::string, Value>> variables = {
+      {"messages", jinja::value_from_json(messages)},
+      {"tools", jinja::value_from_json(options.tools)},
+      {"documents", Value::none()},
+      {"add_generation_prompt", Value::boolean(options.add_generation_prompt)},
+      {"bos_token", Value::string(options.bos_token)},
+      {"eos_token", Value::string(options.eos_token)},
+  };
+  std::size_t input_bytes = messages.dump().size() + options.tools.dump().size();
+  if (options.extra.is_object()) {
+    input_bytes += options.extra.dump().size();
+    for (const auto& [name, value] : options.extra.items()) {
+      variables.emplace_back(name, jinja::value_from_json(value));
+    }
+  }
+  jinja::RenderOptions render_options;
+  render_options.limits = options.limits;
+  render_options.limits.max_output_bytes = std::max(options.limits.max_output_bytes, 4 * input_bytes);
+  render_options.now = options.now;
+  return template_->render(variables, render_options);
+}
+
+std::string render_chat(const std::string& template_source, const nlohmann::ordered_json& messages,
+                        bool add_generation_prompt, const std::string& bos, const std::string& eos,
+                        const nlohmann::ordered_json& extra) {
+  ChatRenderOptions options;
+  options.add_generation_prompt = add_generation_prompt;
+  options.bos_token = bos;
+  options.eos_token = eos;
+  options.extra = extra;
+  return ChatTemplate(template_source).render(messages, options);
+}
+
+}  // namespace folio

@@ -1,0 +1,65 @@
+// ChatTemplate: a model's chat template (tokenizer.chat_template), parsed once
+// at model load and rendered per request exactly as Hugging Face's
+// apply_chat_template renders it; ChatML when the model carries none.
+#pragma once
+
+#include <ctime>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "tokenizer/jinja_error.h"
+#include "tokenizer/jinja_template.h"
+
+namespace folio {
+
+class GgufFile;
+
+struct ChatRenderOptions {
+  bool add_generation_prompt = true;
+  std::string bos_token;
+  std::string eos_token;
+  // OpenAI-style tool definitions; null renders as the template's `tools`
+  // being None (what HF passes when a request has no tools).
+  nlohmann::ordered_json tools = nullptr;
+  // More template variables (date_string, enable_thinking, ...); they
+  // override the ones above, as HF's extra kwargs do.
+  nlohmann::ordered_json extra = nlohmann::ordered_json::object();
+  // Sandbox bounds. The output bound is raised to 4x the size of the input
+  // (messages + tools + extra as JSON) so that long conversations fit.
+  jinja::JinjaLimits limits;
+  std::optional<std::time_t> now;  // strftime_now()'s clock; unset: the current time
+};
+
+class ChatTemplate {
+ public:
+  // The ChatML layout HF used as its default template.
+  static const char* const kChatMlSource;
+
+  // Parses `source`; throws jinja::JinjaError (an Error) with the line and
+  // column when it does not parse.
+  explicit ChatTemplate(std::string source);
+  static ChatTemplate chatml() { return ChatTemplate(kChatMlSource); }
+  // The GGUF's tokenizer.chat_template, or ChatML when it has none.
+  static ChatTemplate from_gguf(const GgufFile& gguf);
+
+  const std::string& source() const { return source_; }
+
+  // Renders `messages` (a JSON array of {role, content, ...}; content may be a
+  // string or a list of {type: "text", text} parts, tool_calls may appear).
+  // Throws jinja::JinjaError: kind kRaised when the template rejects the
+  // conversation (raise_exception), kRuntime/kLimit otherwise.
+  std::string render(const nlohmann::ordered_json& messages, const ChatRenderOptions& options) const;
+
+ private:
+  std::string source_;
+  std::shared_ptr<const jinja::JinjaTemplate> template_;
+};
+
+// One-shot convenience: parse `template_source` and render it.
+std::string render_chat(const std::string& template_source, const nlohmann::ordered_json& messages,
+                        bool add_generation_prompt, const std::string& bos, const std::string& eos,
+                        const nlohmann::ordered_json& extra = nlohmann::ordered_json::object());
+
+}  // namespace folio
