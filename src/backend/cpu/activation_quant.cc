@@ -1,0 +1,63 @@
+#include "backend/cpu/activation_quant.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace folio {
+
+ActQ8Layout ActQ8Layout::make(ActFormat format, std::int64_t k) {
+  FOLIO_CHECK(format != ActFormat::kF32);
+  ActQ8Layout l;
+  l.format = format;
+  l.k = k;
+  l.block_elems = format == ActFormat::kQ8x32 ? 32 : 256;
+  FOLIO_CHECK(k >= 0 && k % l.block_elems == 0);
+  const auto num_blocks = static_cast<std::size_t>(k / l.block_elems);
+  l.d_offset = static_cast<std::size_t>(k);
+  l.sums_offset = l.d_offset + num_blocks * sizeof(float);
+  const std::size_t sums_bytes = format == ActFormat::kQ8x32 ? num_blocks * sizeof(std::int32_t)
+                                                           : static_cast<std::size_t>(k / 16) * sizeof(std::int16_t);
+  l.row_bytes = (l.sums_offset + sums_bytes + 63) / 64 * 64;
+  return l;
+}
+
+void quantize_activation_reference(const ActQ8Layout& layout, const float* x, std::byte* row) {
+  auto* qs = reinterpret_cast<std::int8_t*>(row);
+  const std::int64_t be = layout.block_elems;
+  for (std::int64_t b = 0; b < layout.k / be; ++b) {
+    const float* xb = x + b * be;
+    float amax = 0.0f;
+    for (std::int64_t i = 0; i < be; ++i) amax = std::fmax(amax, std::fabs(xb[i]));
+    float d = amax / 127.0f;
+    float id = 127.0f / amax;
+    if (!std::isfinite(id)) d = id = 0.0f;
+    int sum = 0;
+    for (std::int64_t i = 0; i < be; ++i) {
+      const int q = static_cast<int>(std::nearbyint(xb[i] * id));
+      qs[b * be + i] = static_cast<std::int8_t>(q);
+      sum += q;
+    }
+    std::memcpy(row + layout.d_offset + b * sizeof(float), &d, sizeof(float));
+    if (layout.format == ActFormat::kQ8x32) {
+      const std::int32_t s = sum;
+      std::memcpy(row + layout.sums_offset + b * sizeof(s), &s, sizeof(s));
+    } else {
+      for (int g = 0; g < 16; ++g) {
+        int group = 0;
+        for (int i = 0; i < 16; ++i) group += qs[b * be + 16 * g + i];
+        const auto g16 = static_cast<std::int16_t>(group);
+        std::memcpy(row + layout.sums_offset + (b * 16 + g) * sizeof(std::int16_t), &g16, sizeof(g16));
+      }
+    }
+  }
+}
+
+float quantized_activation_value(const ActQ8Layout& layout, const std::byte* row, std::int64_t i) {
+  float d;
+  std::memcpy(&d, row + layout.d_offset + (i / layout.block_elems) * sizeof(float), sizeof(float));
+  return d * static_cast<float>(reinterpret_cast<const std::int8_t*>(row)[i]);
+}
+
+}  // namespace folio

@@ -1,0 +1,155 @@
+// The 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) against kQ8x32
+// activations. Each format gives a block's 32 codes q, with
+// w = d * (q - kOffset), or w = d * q + m where kMin.
+//
+// Blocks go in groups of 8, so that the float work is done once per group
+// with lane j holding block j of the group. Per group and output, in this
+// order (the same in every tile shape):
+//   isum = [sum(q * xq) of block j]_j - kOffset * [sum(xq) of block j]_j    exact int32
+//   acc  = fma(float(isum), [d_w * d_x of block j]_j, acc)
+//   acc  = fma([m of block j]_j, [d_x * sum(xq) of block j]_j, acc)          (kMin only)
+// then y = hsum(acc) (+ bias). Lanes past the last block of a row hold zeros.
+
+struct Q4_0 {
+  static constexpr int kBytes = 18;
+  static constexpr int kOffset = 8;
+  static constexpr bool kMin = false;
+  static FOLIO_INLINE __m256i codes(const std::byte* b) { return split_nibbles(b + 2); }
+  static FOLIO_INLINE __m256i dot(__m256i q, __m256i x) { return dot_u8s8(_mm256_setzero_si256(), q, x); }
+};
+
+struct Q4_1 {
+  static constexpr int kBytes = 20;
+  static constexpr int kOffset = 0;
+  static constexpr bool kMin = true;
+  static FOLIO_INLINE __m256i codes(const std::byte* b) { return split_nibbles(b + 4); }
+  static FOLIO_INLINE __m256i dot(__m256i q, __m256i x) { return dot_u8s8(_mm256_setzero_si256(), q, x); }
+};
+
+struct Q5_0 {
+  static constexpr int kBytes = 22;
+  static constexpr int kOffset = 16;
+  static constexpr bool kMin = false;
+  static FOLIO_INLINE __m256i codes(const std::byte* b) {
+    const __m256i high = _mm256_and_si256(bits_to_bytes(load_u32(b + 2)), _mm256_set1_epi8(0x10));
+    return _mm256_or_si256(split_nibbles(b + 6), high);
+  }
+  static FOLIO_INLINE __m256i dot(__m256i q, __m256i x) { return dot_u8s8(_mm256_setzero_si256(), q, x); }
+};
+
+struct Q5_1 {
+  static constexpr int kBytes = 24;
+  static constexpr int kOffset = 0;
+  static constexpr bool kMin = true;
+  static FOLIO_INLINE __m256i codes(const std::byte* b) {
+    const __m256i high = _mm256_and_si256(bits_to_bytes(load_u32(b + 4)), _mm256_set1_epi8(0x10));
+    return _mm256_or_si256(split_nibbles(b + 8), high);
+  }
+  static FOLIO_INLINE __m256i dot(__m256i q, __m256i x) { return dot_u8s8(_mm256_setzero_si256(), q, x); }
+};
+
+// Q8_0's codes are signed. With VNNI they become q = w + 128 (offset 128, no
+// saturation in dpbusd); without it, maddubs takes |w| against x carrying w's
+// sign, whose pairs stay within int16 (2 * 128 * 127).
+struct Q8_0 {
+  static constexpr int kBytes = 34;
+  static constexpr int kOffset = FOLIO_MATMUL_VNNI ? 128 : 0;
+  static constexpr bool kMin = false;
+  static FOLIO_INLINE __m256i codes(const std::byte* b) {
+#if FOLIO_MATMUL_VNNI
+    return _mm256_xor_si256(loadu256(b + 2), _mm256_set1_epi8(static_cast<char>(0x80)));
+#else
+    return loadu256(b + 2);
+#endif
+  }
+  static FOLIO_INLINE __m256i dot(__m256i q, __m256i x) {
+#if FOLIO_MATMUL_VNNI
+    return dot_u8s8(_mm256_setzero_si256(), q, x);
+#else
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(q), _mm256_sign_epi8(x, q)), _mm256_set1_epi16(1));
+#endif
+  }
+};
+
+// Lane j: the sum of the 8 lanes of l[j]. Exact.
+FOLIO_INLINE __m256i sum_lanes_8(const __m256i (&l)[8]) {
+  const __m256i a01 = _mm256_hadd_epi32(l[0], l[1]), a23 = _mm256_hadd_epi32(l[2], l[3]);
+  const __m256i a45 = _mm256_hadd_epi32(l[4], l[5]), a67 = _mm256_hadd_epi32(l[6], l[7]);
+  // b0 = [quarter sums 0-3 of l0 l1 l2 l3 | quarter sums 4-7 of the same], b1 likewise for l4 .. l7.
+  const __m256i b0 = _mm256_hadd_epi32(a01, a23), b1 = _mm256_hadd_epi32(a45, a67);
+  return _mm256_add_epi32(_mm256_permute2x128_si256(b0, b1, 0x20), _mm256_permute2x128_si256(b0, b1, 0x31));
+}
+
+// Lanes [0, count) set.
+FOLIO_INLINE __m256i first_lanes(int count) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(count), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// The binary16 scale d (and min m, at byte 2) of `count` consecutive blocks,
+// as floats in lanes [0, count), zeros after.
+template <class F>
+FOLIO_INLINE void group_scales(const std::byte* first, int count, __m256& d, __m256& m) {
+  const __m256i offsets = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(F::kBytes));
+  const __m256i words = _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), reinterpret_cast<const int*>(first), offsets,
+                                                    first_lanes(count), 1);
+  // Low halves (d) to bytes 0-7 of each 128-bit lane, high halves (m) to bytes 8-15.
+  const __m256i split = _mm256_shuffle_epi8(
+      words, _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,  //
+                              0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15));
+  const __m256i halves = _mm256_permute4x64_epi64(split, 0xd8);  // [d0-3 d4-7 | m0-3 m4-7]
+  d = _mm256_cvtph_ps(_mm256_castsi256_si128(halves));
+  if constexpr (F::kMin) m = _mm256_cvtph_ps(_mm256_extracti128_si256(halves, 1));
+}
+
+// One group of blocks [g, g + count) of the tile; kFull: count == 8.
+template <class F, int R, int T, bool kFull>
+FOLIO_INLINE void block32_group(const TileArgs& a, std::int64_t g, int count, __m256 (&acc)[R][T]) {
+  const __m256i valid = first_lanes(count);
+  if (a.prefetch != nullptr) prefetch_bytes(a.prefetch + g * R * F::kBytes, R * 8 * F::kBytes);
+  __m256i q[R][8];
+  __m256 dw[R], mw[R];
+  for (int r = 0; r < R; ++r) {
+    const std::byte* row = a.w + r * a.w_stride + g * F::kBytes;
+    for (int j = 0; j < 8; ++j) q[r][j] = kFull || j < count ? F::codes(row + j * F::kBytes) : _mm256_setzero_si256();
+    group_scales<F>(row, count, dw[r], mw[r]);
+  }
+  for (int t = 0; t < T; ++t) {
+    const std::byte* xr = a.x + t * a.x_stride;
+    const std::byte* xq = xr + g * 32;
+    const auto* xd = reinterpret_cast<const float*>(xr + a.x_d_offset) + g;
+    const auto* xs = reinterpret_cast<const int*>(xr + a.x_sums_offset) + g;
+    const __m256 dx = kFull ? _mm256_loadu_ps(xd) : _mm256_maskload_ps(xd, valid);
+    const __m256i xsum = kFull ? loadu256(xs) : _mm256_maskload_epi32(xs, valid);
+    static_assert((F::kOffset & (F::kOffset - 1)) == 0, "offsets are powers of two");
+    constexpr int kShift = F::kOffset != 0 ? __builtin_ctz(F::kOffset) : 0;
+    const __m256i xoff = _mm256_slli_epi32(xsum, kShift);  // kOffset * sum(xq)
+    __m256 sx;
+    if constexpr (F::kMin) sx = _mm256_mul_ps(dx, _mm256_cvtepi32_ps(xsum));
+    for (int r = 0; r < R; ++r) {
+      __m256i l[8];
+      for (int j = 0; j < 8; ++j)
+        l[j] = kFull || j < count ? F::dot(q[r][j], loadu256(xq + 32 * j)) : _mm256_setzero_si256();
+      __m256i isum = sum_lanes_8(l);
+      if constexpr (F::kOffset != 0) isum = _mm256_sub_epi32(isum, xoff);
+      acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw[r], dx), acc[r][t]);
+      if constexpr (F::kMin) acc[r][t] = _mm256_fmadd_ps(mw[r], sx, acc[r][t]);
+    }
+  }
+}
+
+template <class F, int R, int T>
+void tile_q8_block32(const TileArgs& a) {
+  const std::int64_t num_blocks = a.k / 32;
+  __m256 acc[R][T];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+  std::int64_t g = 0;
+  for (; g + 8 <= num_blocks; g += 8) block32_group<F, R, T, true>(a, g, 8, acc);
+  if (g < num_blocks) block32_group<F, R, T, false>(a, g, static_cast<int>(num_blocks - g), acc);
+  for (int t = 0; t < T; ++t)
+    for (int r = 0; r < R; ++r) {
+      float v = hsum(acc[r][t]);
+      if (a.bias != nullptr) v += a.bias[r];
+      a.y[t * a.y_stride + r] = v;
+    }
+}

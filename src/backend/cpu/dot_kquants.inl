@@ -1,0 +1,217 @@
+// The K-quant formats (Q2_K .. Q6_K) against kQ8x256 activations. Each format
+// unpacks a super-block of 256 to unsigned codes in element order, chunk by
+// chunk of 32, plus a scale (and for Q2_K/Q4_K/Q5_K a min) per group of 16:
+//   w = d * sc[g] * (q - kOffset)          or   w = d * sc[g] * q - dmin * mn[g]
+// (Q4_K/Q5_K's groups of 32 appear as two equal groups of 16).
+//
+// Per super-block and output, in this order (the same in every tile shape):
+//   isum = sum over groups of sc[g] * sum(q * xq)              exact int32 lanes
+//   corr = sum over groups of c[g] * bsum[g]                   exact int32 lanes
+//          with c = kOffset * sc (folded: isum -= corr) or c = mn
+//   acc  = fma(float(isum), d * d_x, acc)
+//   acc  = fnmadd(float(corr), dmin * d_x, acc)                 (types with a min)
+// then y = hsum(acc) (+ bias). The int32 lanes stay below 2^24, so even their
+// conversion to float is exact.
+
+struct KUnpacked {
+  __m256i q[8];  // codes of each chunk of 32 elements
+  __m256i sc;    // int16 scale of each group of 16 (Q4_K/Q5_K: each scale of 32 twice)
+  __m256i corr;  // int16 of each group of 16: its min (types with a min), or kOffset * its scale
+  float d;
+  float dmin;
+};
+
+FOLIO_INLINE std::uint64_t load_u64(const std::byte* p) {
+  std::uint64_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+// Chunk j = 4h + k of the 2-bit layout Q2_K and Q3_K share: bits 2k of the
+// 32 bytes qs[32h ..].
+FOLIO_INLINE __m256i crumbs(const std::byte* qs, int j) {
+  return _mm256_and_si256(_mm256_srli_epi16(loadu256(qs + 32 * (j / 4)), 2 * (j % 4)), _mm256_set1_epi8(3));
+}
+
+// Chunks 2c and 2c + 1 of the nibble layout Q4_K and Q5_K share: the low and
+// high nibbles of the 32 bytes qs[32c ..].
+FOLIO_INLINE void nibble_chunks(const std::byte* qs, __m256i (&q)[8]) {
+  for (int c = 0; c < 4; ++c) {
+    const __m256i v = loadu256(qs + 32 * c);
+    q[2 * c] = _mm256_and_si256(v, _mm256_set1_epi8(0x0f));
+    q[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0f));
+  }
+}
+
+// Q4_K and Q5_K's twelve bytes of 6-bit scales and mins, as 8-bit fields: for
+// group g < 4 the low six bits of bytes g and g + 4; for g >= 4 a nibble of
+// byte g + 4 below the top two bits of bytes g - 4 and g. Each field twice, as
+// two groups of 16.
+FOLIO_INLINE void k4_scales(const std::byte* s, KUnpacked& u) {
+  const std::uint32_t s0 = load_u32(s), s1 = load_u32(s + 4), s2 = load_u32(s + 8);
+  const std::uint32_t sc_low = s0 & 0x3f3f3f3fu;
+  const std::uint32_t sc_high = (s2 & 0x0f0f0f0fu) | ((s0 >> 2) & 0x30303030u);
+  const std::uint32_t mn_low = s1 & 0x3f3f3f3fu;
+  const std::uint32_t mn_high = ((s2 >> 4) & 0x0f0f0f0fu) | ((s1 >> 2) & 0x30303030u);
+  const __m128i fields = _mm_setr_epi32(static_cast<int>(sc_low), static_cast<int>(sc_high), static_cast<int>(mn_low),
+                                        static_cast<int>(mn_high));
+  u.sc = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(fields, fields));
+  u.corr = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(fields, fields));
+}
+
+struct Q2_K {
+  static constexpr int kBytes = 84;
+  static constexpr int kOffset = 0;
+  static constexpr bool kMin = true;
+  static FOLIO_INLINE void unpack(const std::byte* b, KUnpacked& u) {
+    const __m128i packed = loadu128(b);  // scale in the low nibble, min in the high one
+    u.sc = _mm256_cvtepu8_epi16(_mm_and_si128(packed, _mm_set1_epi8(0x0f)));
+    u.corr = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), _mm_set1_epi8(0x0f)));
+    for (int j = 0; j < 8; ++j) u.q[j] = crumbs(b + 16, j);
+    u.d = load_f16(b + 80);
+    u.dmin = load_f16(b + 82);
+  }
+};
+
+struct Q3_K {
+  static constexpr int kBytes = 110;
+  static constexpr int kOffset = 4;
+  static constexpr bool kMin = false;
+  static FOLIO_INLINE void unpack(const std::byte* b, KUnpacked& u) {
+    // Scale of group g: low nibble from byte g % 8 (>> 4 for g >= 8), top two
+    // bits from byte 8 + g % 4 at bit 2 * (g / 4); stored offset by 32.
+    const std::uint64_t low = load_u64(b + 96);
+    const std::uint64_t top = load_u32(b + 104);
+    const std::uint64_t m2 = 0x03030303u, m4 = 0x0f0f0f0f0f0f0f0full;
+    const std::uint64_t first = (low & m4) | (((top & m2) | (((top >> 2) & m2) << 32)) << 4);
+    const std::uint64_t second = ((low >> 4) & m4) | ((((top >> 4) & m2) | (((top >> 6) & m2) << 32)) << 4);
+    const __m128i fields = _mm_sub_epi8(_mm_set_epi64x(static_cast<long long>(second), static_cast<long long>(first)),
+                                        _mm_set1_epi8(32));
+    u.sc = _mm256_cvtepi8_epi16(fields);
+    u.corr = _mm256_slli_epi16(u.sc, 2);  // kOffset * sc
+    // q = crumb - 4 unless the element's bit of hmask is set: code = crumb + 4 * bit.
+    const __m256i hmask = loadu256(b);
+    for (int j = 0; j < 8; ++j) u.q[j] = _mm256_or_si256(crumbs(b + 32, j), select_bit(hmask, j, 4));
+    u.d = load_f16(b + 108);
+    u.dmin = 0.0f;
+  }
+};
+
+struct Q4_K {
+  static constexpr int kBytes = 144;
+  static constexpr int kOffset = 0;
+  static constexpr bool kMin = true;
+  static FOLIO_INLINE void unpack(const std::byte* b, KUnpacked& u) {
+    k4_scales(b + 4, u);
+    nibble_chunks(b + 16, u.q);
+    u.d = load_f16(b);
+    u.dmin = load_f16(b + 2);
+  }
+};
+
+struct Q5_K {
+  static constexpr int kBytes = 176;
+  static constexpr int kOffset = 0;
+  static constexpr bool kMin = true;
+  static FOLIO_INLINE void unpack(const std::byte* b, KUnpacked& u) {
+    k4_scales(b + 4, u);
+    nibble_chunks(b + 48, u.q);
+    const __m256i qh = loadu256(b + 16);  // bit j of byte l: bit 4 of element 32j + l
+    for (int j = 0; j < 8; ++j) u.q[j] = _mm256_or_si256(u.q[j], select_bit(qh, j, 0x10));
+    u.d = load_f16(b);
+    u.dmin = load_f16(b + 2);
+  }
+};
+
+struct Q6_K {
+  static constexpr int kBytes = 210;
+  static constexpr int kOffset = 32;
+  static constexpr bool kMin = false;
+  static FOLIO_INLINE void unpack(const std::byte* b, KUnpacked& u) {
+    u.sc = _mm256_cvtepi8_epi16(loadu128(b + 192));
+    u.corr = _mm256_slli_epi16(u.sc, 5);  // kOffset * sc
+    // Chunk 4h + i: low nibble from ql[64h + 32(i % 2) ..] >> 4(i / 2), top
+    // two bits from qh[32h ..] >> 2i.
+    for (int h = 0; h < 2; ++h) {
+      const __m256i ql0 = loadu256(b + 64 * h), ql1 = loadu256(b + 64 * h + 32);
+      const __m256i qh = loadu256(b + 128 + 32 * h);
+      const __m256i low4 = _mm256_set1_epi8(0x0f), top2 = _mm256_set1_epi8(0x30);
+      u.q[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), top2));
+      u.q[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(ql1, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), top2));
+      u.q[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4), _mm256_and_si256(qh, top2));
+      u.q[4 * h + 3] =
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), top2));
+    }
+    u.d = load_f16(b + 208);
+    u.dmin = 0.0f;
+  }
+};
+
+// One row's super-block, ready for the integer dots of every token.
+struct KDecoded {
+  __m256i q[8];
+  __m256i scale[8];  // int16 lanes 0-7: the scale of chunk j's first group, 8-15: of its second
+  __m256i corr;
+  __m256 d;
+  __m256 dmin;
+};
+
+template <class F>
+FOLIO_INLINE void decode_k(const std::byte* b, KDecoded& out) {
+  KUnpacked u;
+  F::unpack(b, u);
+  // Chunk j's scales are int16 lanes 2j and 2j + 1 of u.sc: both 128-bit
+  // halves get one half of u.sc, then a byte shuffle spreads the pair.
+  const __m256i first = _mm256_permute4x64_epi64(u.sc, 0x44), second = _mm256_permute4x64_epi64(u.sc, 0xee);
+  for (int j = 0; j < 4; ++j) {
+    const auto pick = [](int lane) { return static_cast<short>((2 * lane) | ((2 * lane + 1) << 8)); };
+    const __m256i spread = _mm256_setr_m128i(_mm_set1_epi16(pick(2 * j)), _mm_set1_epi16(pick(2 * j + 1)));
+    out.scale[j] = _mm256_shuffle_epi8(first, spread);
+    out.scale[j + 4] = _mm256_shuffle_epi8(second, spread);
+  }
+  for (int j = 0; j < 8; ++j) out.q[j] = u.q[j];
+  out.corr = u.corr;
+  out.d = _mm256_set1_ps(u.d);
+  out.dmin = _mm256_set1_ps(u.dmin);
+}
+
+template <class F, int R, int T>
+void tile_q8_k(const TileArgs& a) {
+  const std::int64_t num_blocks = a.k / 256;
+  __m256 acc[R][T];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+  KDecoded w[R];
+  for (std::int64_t b = 0; b < num_blocks; ++b) {
+    if (a.prefetch != nullptr) prefetch_bytes(a.prefetch + b * R * F::kBytes, R * F::kBytes);
+    for (int r = 0; r < R; ++r) decode_k<F>(a.w + r * a.w_stride + b * F::kBytes, w[r]);
+    for (int t = 0; t < T; ++t) {
+      const std::byte* xr = a.x + t * a.x_stride;
+      const std::byte* xq = xr + b * 256;
+      __m256i isum[R];
+      for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
+      for (int j = 0; j < 8; ++j) {
+        const __m256i xv = loadu256(xq + 32 * j);
+        for (int r = 0; r < R; ++r) isum[r] = dot_u8s8_scaled(isum[r], w[r].q[j], xv, w[r].scale[j]);
+      }
+      const __m256i bsums = loadu256(xr + a.x_sums_offset + b * 32);
+      const __m256 dx = _mm256_broadcast_ss(reinterpret_cast<const float*>(xr + a.x_d_offset) + b);
+      for (int r = 0; r < R; ++r) {
+        const __m256i corr = _mm256_madd_epi16(bsums, w[r].corr);
+        if constexpr (F::kMin) {
+          acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_mul_ps(w[r].d, dx), acc[r][t]);
+          acc[r][t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(corr), _mm256_mul_ps(w[r].dmin, dx), acc[r][t]);
+        } else {
+          const __m256i sum = _mm256_sub_epi32(isum[r], corr);
+          acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(w[r].d, dx), acc[r][t]);
+        }
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t)
+    for (int r = 0; r < R; ++r) {
+      float v = hsum(acc[r][t]);
+      if (a.bias != nullptr) v += a.bias[r];
+      a.y[t * a.y_stride + r] = v;
+    }
+}

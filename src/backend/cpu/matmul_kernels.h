@@ -1,0 +1,72 @@
+// MatmulKernels: the matmul kernels compiled for one SIMD level, as a table
+// indexed by weight type. A tile kernel computes a block of rows x tokens of
+// y; each output is one fixed sequence of float operations, whatever tile it
+// falls in, so tiling never changes a result (DESIGN.md rule 5).
+//
+// The kernels are hand-written intrinsics rather than Highway: no extra
+// dependency, and exact control of the reduction order that rule 5 needs.
+// They use 256-bit vectors at every level: on Zen 4 a 512-bit operation costs
+// two 256-bit ones, and one layout gives the same bits at every level. The
+// AVX-512 builds gain 32 registers (larger tiles) and, with VNNI, dpbusd and
+// dpwssd for the integer dot products.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backend/cpu/activation_quant.h"
+#include "tensor/dtype.h"
+
+namespace folio {
+
+// One tile: rows [0, R) of w times tokens [0, T) of the activations.
+struct TileArgs {
+  const std::byte* w = nullptr;  // first weight row of the tile
+  std::size_t w_stride = 0;      // bytes between weight rows
+  const std::byte* x = nullptr;  // first token's activations: f32 row or quantized row (ActQ8Layout)
+  std::size_t x_stride = 0;      // bytes between tokens' activations
+  std::int64_t k = 0;            // elements per row
+  std::size_t x_d_offset = 0;    // quantized rows: where the scales and sums start (ActQ8Layout)
+  std::size_t x_sums_offset = 0;
+  float* y = nullptr;            // y[first token, first row]
+  std::int64_t y_stride = 0;     // floats between tokens in y
+  const float* bias = nullptr;   // bias[first row], or null
+  // Weights to prefetch while the tile runs (the rows of a later tile), or
+  // null: the tile fetches the same fraction of those bytes as it consumes
+  // of its own, so batch-1 decode streams from memory at full rate.
+  const std::byte* prefetch = nullptr;
+};
+
+using TileFn = void (*)(const TileArgs& args);
+
+// The kernels of one weight type at one precision: tiles of R or 1 rows by
+// T, T / 4 or 1 tokens. The driver takes the largest that fits; R x 1 is
+// the batch-1 decode path.
+struct WeightKernels {
+  static constexpr int kTokenShapes = 3;
+  ActFormat act = ActFormat::kF32;
+  int rows = 0;                      // R
+  int tokens[kTokenShapes] = {};     // T, T / 4, 1
+  TileFn tiles[2][kTokenShapes] = {};  // [R rows, 1 row][token shape]
+};
+
+// Quantizes one token's k activations into a row of `layout`.
+using QuantizeActFn = void (*)(const ActQ8Layout& layout, const float* x, std::byte* row);
+// Decodes n elements (whole blocks) of a row to f32, bit-identical to dequantize_row.
+using DequantizeRowFn = void (*)(const void* src, float* dst, std::int64_t n);
+
+inline constexpr int kMaxDTypeId = 40;
+
+struct MatmulKernels {
+  WeightKernels q8[kMaxDTypeId];   // kQ8: integer dots over quantized activations
+  WeightKernels f32[kMaxDTypeId];  // kF32: weights decoded in registers, f32 FMAs
+  QuantizeActFn quantize = nullptr;
+  DequantizeRowFn dequantize[kMaxDTypeId] = {};
+};
+
+// One per SIMD level; call only those the processor has.
+const MatmulKernels& matmul_kernels_avx2();
+const MatmulKernels& matmul_kernels_avx512();
+const MatmulKernels& matmul_kernels_avx512_vnni();
+
+}  // namespace folio

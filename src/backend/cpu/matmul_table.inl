@@ -1,0 +1,115 @@
+// The table of one SIMD level: tile shapes and the kernels of every weight
+// type. Tile shapes only trade speed (they never change a result). Chosen
+// with bench/matmul_bench.cc --threads=1 on Zen 4: the integer kernels gain
+// most from many tokens per tile (a decoded block serves 16 tokens; the
+// accumulators, touched once per group of blocks, may live in memory), the
+// f32 kernels need their accumulators in registers (AVX2 has 16, AVX-512 32).
+// Rows per tile are also the batch-1 path's rows in flight.
+
+#if FOLIO_MATMUL_WIDE
+constexpr int kBlock32Rows = 2, kBlock32Tokens = 16;
+constexpr int kKQuantRows = 2, kKQuantTokens = 16;
+constexpr int kF32Rows = 4, kF32Tokens = 4;
+#else
+constexpr int kBlock32Rows = 2, kBlock32Tokens = 16;
+constexpr int kKQuantRows = 1, kKQuantTokens = 16;
+constexpr int kF32Rows = 2, kF32Tokens = 4;
+#endif
+
+// The six tiles of a kernel template Tile<R, T>: R or 1 rows by T, T / 4 or 1 tokens.
+template <int R, int T, template <int, int> class Tile>
+WeightKernels tiles(ActFormat act) {
+  constexpr int kMid = T / 4 > 1 ? T / 4 : 1;
+  WeightKernels k;
+  k.act = act;
+  k.rows = R;
+  k.tokens[0] = T;
+  k.tokens[1] = kMid;
+  k.tokens[2] = 1;
+  k.tiles[0][0] = Tile<R, T>::run;
+  k.tiles[0][1] = Tile<R, kMid>::run;
+  k.tiles[0][2] = Tile<R, 1>::run;
+  k.tiles[1][0] = Tile<1, T>::run;
+  k.tiles[1][1] = Tile<1, kMid>::run;
+  k.tiles[1][2] = Tile<1, 1>::run;
+  return k;
+}
+
+template <class F>
+struct Block32Tile {
+  template <int R, int T>
+  struct Tile {
+    static void run(const TileArgs& a) { tile_q8_block32<F, R, T>(a); }
+  };
+};
+
+template <class F>
+struct KQuantTile {
+  template <int R, int T>
+  struct Tile {
+    static void run(const TileArgs& a) { tile_q8_k<F, R, T>(a); }
+  };
+};
+
+template <class D>
+struct F32Tile {
+  template <int R, int T>
+  struct Tile {
+    static void run(const TileArgs& a) { tile_f32<D, R, T>(a); }
+  };
+};
+
+template <class F>
+WeightKernels block32_kernels() {
+  return tiles<kBlock32Rows, kBlock32Tokens, Block32Tile<F>::template Tile>(ActFormat::kQ8x32);
+}
+
+template <class F>
+WeightKernels kquant_kernels() {
+  return tiles<kKQuantRows, kKQuantTokens, KQuantTile<F>::template Tile>(ActFormat::kQ8x256);
+}
+
+template <class D>
+WeightKernels f32_kernels() {
+  return tiles<kF32Rows, kF32Tokens, F32Tile<D>::template Tile>(ActFormat::kF32);
+}
+
+template <class D>
+void set_f32(MatmulKernels& k, DType type) {
+  const auto i = static_cast<int>(type);
+  k.f32[i] = f32_kernels<D>();
+  k.dequantize[i] = dequantize_row_simd<D>;
+}
+
+MatmulKernels make_kernels() {
+  MatmulKernels k;
+  set_f32<DeqF32>(k, DType::F32);
+  set_f32<DeqF16>(k, DType::F16);
+  set_f32<DeqBF16>(k, DType::BF16);
+  set_f32<DeqBlock32<Q4_0>>(k, DType::Q4_0);
+  set_f32<DeqBlock32<Q4_1>>(k, DType::Q4_1);
+  set_f32<DeqBlock32<Q5_0>>(k, DType::Q5_0);
+  set_f32<DeqBlock32<Q5_1>>(k, DType::Q5_1);
+  set_f32<DeqQ8_0>(k, DType::Q8_0);
+  set_f32<DeqK<Q2_K>>(k, DType::Q2_K);
+  set_f32<DeqK<Q3_K>>(k, DType::Q3_K);
+  set_f32<DeqK<Q4_K>>(k, DType::Q4_K);
+  set_f32<DeqK<Q5_K>>(k, DType::Q5_K);
+  set_f32<DeqK<Q6_K>>(k, DType::Q6_K);
+
+  // Float weights take the f32 kernels at both precisions.
+  const DType float_types[] = {DType::F32, DType::F16, DType::BF16};
+  for (DType t : float_types) k.q8[static_cast<int>(t)] = k.f32[static_cast<int>(t)];
+  k.q8[static_cast<int>(DType::Q4_0)] = block32_kernels<Q4_0>();
+  k.q8[static_cast<int>(DType::Q4_1)] = block32_kernels<Q4_1>();
+  k.q8[static_cast<int>(DType::Q5_0)] = block32_kernels<Q5_0>();
+  k.q8[static_cast<int>(DType::Q5_1)] = block32_kernels<Q5_1>();
+  k.q8[static_cast<int>(DType::Q8_0)] = block32_kernels<Q8_0>();
+  k.q8[static_cast<int>(DType::Q2_K)] = kquant_kernels<Q2_K>();
+  k.q8[static_cast<int>(DType::Q3_K)] = kquant_kernels<Q3_K>();
+  k.q8[static_cast<int>(DType::Q4_K)] = kquant_kernels<Q4_K>();
+  k.q8[static_cast<int>(DType::Q5_K)] = kquant_kernels<Q5_K>();
+  k.q8[static_cast<int>(DType::Q6_K)] = kquant_kernels<Q6_K>();
+  k.quantize = quantize_act;
+  return k;
+}

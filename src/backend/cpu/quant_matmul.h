@@ -1,0 +1,45 @@
+// QuantMatmul: the CPU backend's matmul for every weight type, on the SIMD
+// kernels of matmul_kernels.h, split over a thread pool by output rows. Each
+// output is computed by one fixed sequence of operations that depends only on
+// its weight row and its token's activations: never on the number of tokens,
+// the token's place in the batch, the tile or the thread count (rule 5).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backend/buffer.h"
+#include "backend/cpu/cpu_features.h"
+#include "backend/cpu/matmul_kernels.h"
+#include "core/thread_pool.h"
+#include "tensor/tensor.h"
+
+namespace folio {
+
+enum class MatmulPrecision {
+  kF32,  // weights decoded to f32 in registers, f32 FMAs: close to fp32 references
+  kQ8,   // activations quantized to 8 bits per block, integer dots: fast, close to llama.cpp
+};
+
+class QuantMatmul {
+ public:
+  // Below AVX2 (or for a weight type without kernels) the reference loops run.
+  QuantMatmul(const CpuFeatures& features, MatmulPrecision precision);
+  MatmulPrecision precision() const { return precision_; }
+
+  // y[n, m] = x[n, k] * w[m, k]^T (+ bias[m]); shapes already checked.
+  void run(ThreadPool& pool, const Tensor& w, const Tensor& x, Tensor& y, const Tensor* bias);
+
+  // out[i, :] = table[ids[i], :] as f32, bit-identical to dequantize_row; ids checked.
+  void embedding(ThreadPool& pool, const Tensor& table, const Tensor& ids, Tensor& out);
+
+ private:
+  void run_reference(ThreadPool& pool, const Tensor& w, const Tensor& x, Tensor& y, const Tensor* bias);
+
+  const MatmulKernels* kernels_ = nullptr;
+  MatmulPrecision precision_;
+  Buffer act_;                                     // [num_tokens, ActQ8Layout::row_bytes]
+  std::vector<std::vector<float>> scratch_;        // reference fallback, one per thread
+};
+
+}  // namespace folio

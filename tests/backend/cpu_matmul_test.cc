@@ -1,0 +1,371 @@
+// The CPU matmul against plain references, for every weight type, both
+// precisions and every SIMD level this machine has: tolerances that follow
+// from each precision, bit-exact SIMD quantizers and dequantizers, and the
+// rule-5 guarantee that batch, position and thread count never change a bit.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/activation_quant.h"
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/matmul_kernels.h"
+#include "backend/reference/reference_backend.h"
+#include "tensor/half.h"
+#include "tensor/quantize.h"
+
+namespace folio {
+namespace {
+
+constexpr double kU = 0x1p-24;  // unit roundoff of float
+
+const DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0,
+                        DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+
+bool is_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+bool is_kquant(DType t) { return info(t).block_elems == 256; }
+
+// The caps (CpuFeatures::detect) of each distinct SIMD level this machine has.
+std::vector<std::string> level_caps() {
+  std::vector<std::string> caps;
+  std::set<std::string> seen;
+  for (const char* cap : {"avx2", "avx512", ""}) {
+    const CpuFeatures f = CpuFeatures::detect(cap);
+    if (f.avx2 && seen.insert(f.level()).second) caps.push_back(cap);
+  }
+  return caps;
+}
+
+const MatmulKernels& kernels_for(const std::string& cap) {
+  const CpuFeatures f = CpuFeatures::detect(cap);
+  if (f.avx512_vnni) return matmul_kernels_avx512_vnni();
+  if (f.avx512) return matmul_kernels_avx512();
+  return matmul_kernels_avx2();
+}
+
+std::string level_name(const std::string& cap) { return CpuFeatures::detect(cap).level(); }
+
+// Bytes at an odd address, so that no kernel may rely on alignment.
+struct Misaligned {
+  std::vector<std::uint8_t> storage;
+  std::size_t offset;
+  Misaligned(std::size_t bytes, std::size_t off) : storage(bytes + 64), offset(off) {}
+  std::uint8_t* data() { return storage.data() + offset; }
+};
+
+void put_f16(std::uint8_t* p, float v) {
+  const std::uint16_t h = f32_to_f16(v);
+  std::memcpy(p, &h, sizeof(h));
+}
+
+// Random weights [rows, k]. Float types: quantized uniform floats. Block
+// types: random bytes (every code and scale, -128 in Q8_0 included), with the
+// binary16 scales set to sane values.
+void fill_weights(DType type, std::int64_t rows, std::int64_t k, std::uint8_t* dst, std::mt19937& rng) {
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  if (is_float(type)) {
+    std::vector<float> x(static_cast<std::size_t>(rows * k));
+    for (auto& v : x) v = unit(rng);
+    quantize_row(type, x.data(), dst, rows * k);
+    return;
+  }
+  const std::int64_t bytes = row_bytes(type, k) * rows;
+  for (std::int64_t i = 0; i < bytes; ++i) dst[i] = static_cast<std::uint8_t>(rng());
+  std::uniform_real_distribution<float> scale(0.002f, 0.02f);
+  auto signed_scale = [&] { return (rng() & 1) ? scale(rng) : -scale(rng); };
+  const std::int64_t bb = info(type).block_bytes;
+  for (std::uint8_t* b = dst; b < dst + bytes; b += bb) {
+    switch (type) {
+      case DType::Q4_0: case DType::Q5_0: case DType::Q8_0: put_f16(b, signed_scale()); break;
+      case DType::Q4_1: case DType::Q5_1: put_f16(b, signed_scale()); put_f16(b + 2, 0.1f * unit(rng)); break;
+      case DType::Q2_K: put_f16(b + 80, 0.5f * scale(rng)); put_f16(b + 82, 0.5f * scale(rng)); break;
+      case DType::Q3_K: put_f16(b + 108, 0.5f * scale(rng)); break;
+      case DType::Q4_K: case DType::Q5_K: put_f16(b, 0.5f * scale(rng)); put_f16(b + 2, 0.5f * scale(rng)); break;
+      case DType::Q6_K: put_f16(b + 208, 0.1f * scale(rng)); break;
+      default: FAIL() << "no generator for " << name(type);
+    }
+  }
+}
+
+// Random activations [n, k] with a zero block (token 3) and a few outliers.
+void fill_activations(std::int64_t n, std::int64_t k, float* x, std::mt19937& rng) {
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  for (std::int64_t i = 0; i < n * k; ++i) x[i] = unit(rng);
+  if (n > 3)
+    for (std::int64_t i = 0; i < std::min<std::int64_t>(k, 32); ++i) x[3 * k + i] = 0.0f;
+  for (std::int64_t i = 0; i < n * k; i += 97) x[i] *= 8.0f;
+}
+
+std::vector<float> dequantized(DType type, const std::uint8_t* w, std::int64_t rows, std::int64_t k) {
+  std::vector<float> out(static_cast<std::size_t>(rows * k));
+  for (std::int64_t r = 0; r < rows; ++r) dequantize_row(type, w + r * row_bytes(type, k), out.data() + r * k, k);
+  return out;
+}
+
+// ---- the SIMD quantizer and dequantizers are the references, bit for bit ----
+
+TEST(CpuMatmul, ActivationQuantizerMatchesReference) {
+  std::mt19937 rng(1);
+  for (const std::string& cap : level_caps()) {
+    for (ActFormat format : {ActFormat::kQ8x32, ActFormat::kQ8x256}) {
+      for (std::int64_t k : {256, 512, 1536}) {
+        const ActQ8Layout layout = ActQ8Layout::make(format, k);
+        std::vector<float> x(static_cast<std::size_t>(4 * k));
+        fill_activations(4, k, x.data(), rng);
+        x[5] = 1e-38f;  // a block whose 127 / amax overflows is all zeros
+        for (std::int64_t i = 1; i < 256; ++i) x[i] = 0.0f;
+        std::vector<std::byte> want(layout.row_bytes), got(layout.row_bytes);
+        for (int t = 0; t < 4; ++t) {
+          quantize_activation_reference(layout, x.data() + t * k, want.data());
+          kernels_for(cap).quantize(layout, x.data() + t * k, got.data());
+          ASSERT_EQ(std::memcmp(want.data(), got.data(), layout.sums_offset), 0) << level_name(cap) << " k=" << k;
+          const std::size_t sums = format == ActFormat::kQ8x32 ? k / 32 * 4 : k / 16 * 2;
+          ASSERT_EQ(std::memcmp(want.data() + layout.sums_offset, got.data() + layout.sums_offset, sums), 0);
+          // Each value is within half a step of its float.
+          for (std::int64_t i = 0; i < k; ++i) {
+            const std::int64_t b0 = i / layout.block_elems * layout.block_elems;
+            float amax = 0.0f;
+            for (std::int64_t j = b0; j < b0 + layout.block_elems; ++j) amax = std::max(amax, std::fabs(x[t * k + j]));
+            const float err = std::fabs(quantized_activation_value(layout, want.data(), i) - x[t * k + i]);
+            ASSERT_LE(err, amax / 127.0f * 0.5001f + 1e-37f) << "element " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(CpuMatmul, SimdDequantizersMatchReference) {
+  std::mt19937 rng(2);
+  for (const std::string& cap : level_caps())
+    for (DType type : kTypes) {
+      const std::int64_t k = is_float(type) ? 299 : 768;
+      Misaligned w(static_cast<std::size_t>(row_bytes(type, k)), 3);
+      fill_weights(type, 1, k, w.data(), rng);
+      std::vector<float> want(static_cast<std::size_t>(k)), got(static_cast<std::size_t>(k));
+      dequantize_row(type, w.data(), want.data(), k);
+      kernels_for(cap).dequantize[static_cast<int>(type)](w.data(), got.data(), k);
+      EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0)
+          << name(type) << " at " << level_name(cap);
+    }
+}
+
+TEST(CpuMatmul, EmbeddingMatchesReference) {
+  std::mt19937 rng(3);
+  for (DType type : kTypes) {
+    const std::int64_t vocab = 11, dim = is_float(type) ? 40 : 512;
+    Misaligned table(static_cast<std::size_t>(row_bytes(type, dim) * vocab), 1);
+    fill_weights(type, vocab, dim, table.data(), rng);
+    std::vector<std::int32_t> ids = {3, 0, 10, 3, 7};
+    std::vector<float> want(ids.size() * dim), got(ids.size() * dim);
+    Tensor t(table.data(), type, {vocab, dim});
+    Tensor id(ids.data(), DType::I32, {static_cast<std::int64_t>(ids.size())});
+    Tensor o1(want.data(), DType::F32, {static_cast<std::int64_t>(ids.size()), dim});
+    Tensor o2(got.data(), DType::F32, {static_cast<std::int64_t>(ids.size()), dim});
+    ReferenceBackend().embedding(t, id, o1);
+    CpuBackend(2).embedding(t, id, o2);
+    EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0) << name(type);
+  }
+}
+
+// ---- every type x precision x level x shape against the reference ----
+
+struct Problem {
+  DType type;
+  std::int64_t m, k, n;           // the largest shape; smaller ones are views of it
+  Misaligned w;
+  Misaligned x;                   // floats, 4 bytes off a 32-byte boundary
+  std::vector<float> bias;
+  std::vector<float> ref;         // [n, m] the reference backend's y
+  std::vector<double> abs_sum;    // [n, m] sum |w * x|
+  std::vector<double> act_err;    // [n, m] sum |w| * half a quantization step of x
+  std::vector<double> q8_exact;   // [n, m] sum w * dequantized(quantize(x)), in double
+  std::vector<double> q8_abs;     // [n, m] sum |w * dequantized(quantize(x))|
+
+  Problem(DType weight_type, std::int64_t rows, std::int64_t cols, std::int64_t tokens, std::mt19937& rng)
+      : type(weight_type), m(rows), k(cols), n(tokens),
+        w(static_cast<std::size_t>(row_bytes(weight_type, cols) * rows), 1),
+        x(static_cast<std::size_t>(tokens * cols) * sizeof(float), 4) {
+    fill_weights(type, m, k, w.data(), rng);
+    fill_activations(n, k, xf(), rng);
+    std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+    for (std::int64_t i = 0; i < m; ++i) bias.push_back(unit(rng));
+    ref.resize(static_cast<std::size_t>(n * m));
+    Tensor y(ref.data(), DType::F32, {n, m});
+    Tensor b(bias.data(), DType::F32, {m});
+    ReferenceBackend().matmul(weights(m), activations(0, n), y, &b);
+
+    const std::vector<float> wf = dequantized(type, w.data(), m, k);
+    abs_sum.assign(ref.size(), 0.0);
+    act_err.assign(ref.size(), 0.0);
+    q8_exact.assign(ref.size(), 0.0);
+    q8_abs.assign(ref.size(), 0.0);
+    if (is_float(type)) {
+      for (std::int64_t t = 0; t < n; ++t)
+        for (std::int64_t o = 0; o < m; ++o)
+          for (std::int64_t i = 0; i < k; ++i) abs_sum[t * m + o] += std::fabs(double(wf[o * k + i]) * xf()[t * k + i]);
+      return;
+    }
+    const ActQ8Layout layout = ActQ8Layout::make(is_kquant(type) ? ActFormat::kQ8x256 : ActFormat::kQ8x32, k);
+    std::vector<std::byte> row(layout.row_bytes);
+    for (std::int64_t t = 0; t < n; ++t) {
+      const float* xt = xf() + t * k;
+      quantize_activation_reference(layout, xt, row.data());
+      for (std::int64_t o = 0; o < m; ++o) {
+        double exact = 0, q_abs = 0, a_abs = 0, err = 0;
+        for (std::int64_t b0 = 0; b0 < k; b0 += layout.block_elems) {
+          float amax = 0.0f;
+          for (std::int64_t i = b0; i < b0 + layout.block_elems; ++i) amax = std::max(amax, std::fabs(xt[i]));
+          for (std::int64_t i = b0; i < b0 + layout.block_elems; ++i) {
+            const double wv = wf[o * k + i], xq = quantized_activation_value(layout, row.data(), i);
+            exact += wv * xq;
+            q_abs += std::fabs(wv * xq);
+            a_abs += std::fabs(wv * xt[i]);
+            err += std::fabs(wv) * (amax / 127.0 * 0.5001);
+          }
+        }
+        q8_exact[t * m + o] = exact + bias[o];
+        q8_abs[t * m + o] = q_abs + std::fabs(bias[o]);
+        abs_sum[t * m + o] = a_abs;
+        act_err[t * m + o] = err;
+      }
+    }
+  }
+
+  float* xf() { return reinterpret_cast<float*>(x.data()); }
+  Tensor weights(std::int64_t rows) { return Tensor(w.data(), type, {rows, k}); }
+  Tensor activations(std::int64_t first, std::int64_t count) { return Tensor(xf() + first * k, DType::F32, {count, k}); }
+};
+
+// Checks y [n, m] of the tokens [0, n) and rows [0, m) of p.
+void check(Problem& p, std::int64_t m, std::int64_t n, const std::vector<float>& y, MatmulPrecision precision,
+           const std::string& what) {
+  const bool q8 = precision == MatmulPrecision::kQ8 && !is_float(p.type);
+  for (std::int64_t t = 0; t < n; ++t)
+    for (std::int64_t o = 0; o < m; ++o) {
+      const std::size_t i = static_cast<std::size_t>(t * p.m + o);
+      const double got = y[t * m + o], ref = p.ref[i];
+      const double f32_tol = 1e-5 * (p.abs_sum[i] + std::fabs(p.bias[o])) + 1e-30;
+      if (!q8) {
+        ASSERT_NEAR(got, ref, f32_tol) << what << " token " << t << " row " << o;
+        continue;
+      }
+      // The integer kernels against the exact dot with the same quantized activations:
+      // float rounding only, a few units per block.
+      const double q8_tol = 4.0 * (double(p.k) / 32 + 16) * kU * p.q8_abs[i] + 1e-30;
+      ASSERT_NEAR(got, p.q8_exact[i], q8_tol) << what << " token " << t << " row " << o << " (vs quantized reference)";
+      // And against the f32 reference: no more than 8-bit activations explain.
+      ASSERT_NEAR(got, ref, p.act_err[i] + f32_tol + q8_tol) << what << " token " << t << " row " << o;
+    }
+}
+
+TEST(CpuMatmul, EveryTypePrecisionLevelAndShapeAgainstReference) {
+  std::mt19937 rng(4);
+  const std::int64_t row_counts[] = {1, 7, 8, 9, 33};
+  const std::int64_t token_counts[] = {0, 1, 3, 4, 5, 17, 64};
+  int checked = 0;
+  for (DType type : kTypes) {
+    std::vector<std::int64_t> widths;
+    if (is_float(type)) widths = {1, 7, 37, 300, 896};
+    else if (is_kquant(type)) widths = {256, 768};
+    else widths = {32, 96, 896};
+    for (std::int64_t k : widths) {
+      Problem p(type, 33, k, 64, rng);
+      // One thread: BatchPositionAndThreadsNeverChangeABit shows that two give the same bits.
+      for (const std::string& cap : level_caps())
+        for (MatmulPrecision precision : {MatmulPrecision::kQ8, MatmulPrecision::kF32}) {
+          CpuBackend cpu(1, cap, precision);
+          for (std::int64_t m : row_counts)
+            for (std::int64_t n : token_counts) {
+              std::vector<float> y(static_cast<std::size_t>(std::max<std::int64_t>(1, n * m)), -7.0f);
+              Tensor yt(y.data(), DType::F32, {n, m});
+              Tensor b(p.bias.data(), DType::F32, {m});
+              cpu.matmul(p.weights(m), p.activations(0, n), yt, &b);
+              const std::string what = std::string(name(type)) + " " + level_name(cap) +
+                                       (precision == MatmulPrecision::kQ8 ? " q8" : " f32") + " m=" + std::to_string(m) +
+                                       " k=" + std::to_string(k) + " n=" + std::to_string(n);
+              if (n == 0) {
+                EXPECT_EQ(y[0], -7.0f) << what;
+                continue;
+              }
+              check(p, m, n, y, precision, what);
+              if (HasFatalFailure()) return;
+              ++checked;
+            }
+        }
+    }
+  }
+  RecordProperty("shapes_checked", checked);
+}
+
+// ---- rule 5: a result never depends on batch, position, tile or threads ----
+
+std::uint32_t bits(float f) { return std::bit_cast<std::uint32_t>(f); }
+
+TEST(CpuMatmul, BatchPositionAndThreadsNeverChangeABit) {
+  std::mt19937 rng(5);
+  const std::int64_t m = 13, n = 64;
+  for (DType type : kTypes) {
+    const std::int64_t k = is_float(type) ? 517 : 512;
+    Problem p(type, m, k, n, rng);
+    Tensor b(p.bias.data(), DType::F32, {m});
+    for (const std::string& cap : level_caps())
+      for (MatmulPrecision precision : {MatmulPrecision::kQ8, MatmulPrecision::kF32}) {
+        CpuBackend one(1, cap, precision), two(2, cap, precision);
+        std::vector<float> single(static_cast<std::size_t>(n * m));
+        for (std::int64_t t = 0; t < n; ++t) {
+          Tensor yt(single.data() + t * m, DType::F32, {1, m});
+          one.matmul(p.weights(m), p.activations(t, 1), yt, &b);
+        }
+        // Two threads at the native level only: the split over threads is the
+        // same code at every level, and on a busy virtual machine each hand-off
+        // to a second thread can cost milliseconds.
+        std::vector<CpuBackend*> backends = {&one};
+        if (cap == level_caps().back()) backends.push_back(&two);
+        for (CpuBackend* cpu : backends)
+          for (std::int64_t count = 2; count <= n; ++count) {
+            const std::int64_t first = count * 5 % (n - count + 1);
+            std::vector<float> y(static_cast<std::size_t>(count * m));
+            Tensor yt(y.data(), DType::F32, {count, m});
+            cpu->matmul(p.weights(m), p.activations(first, count), yt, &b);
+            for (std::int64_t i = 0; i < count * m; ++i)
+              ASSERT_EQ(bits(y[i]), bits(single[first * m + i]))
+                  << name(type) << " " << level_name(cap) << (precision == MatmulPrecision::kQ8 ? " q8" : " f32")
+                  << " threads=" << cpu->num_threads() << " batch of " << count << " from token " << first
+                  << ": token " << first + i / m << " row " << i % m;
+          }
+      }
+  }
+}
+
+// The kernels use one 256-bit layout at every level, so the levels agree to the bit.
+TEST(CpuMatmul, EveryLevelGivesTheSameBits) {
+  const std::vector<std::string> caps = level_caps();
+  if (caps.size() < 2) GTEST_SKIP() << "one SIMD level on this machine";
+  std::mt19937 rng(6);
+  const std::int64_t m = 9, n = 7;
+  for (DType type : kTypes) {
+    Problem p(type, m, 512, n, rng);
+    for (MatmulPrecision precision : {MatmulPrecision::kQ8, MatmulPrecision::kF32}) {
+      std::vector<std::vector<float>> ys;
+      for (const std::string& cap : caps) {
+        ys.emplace_back(static_cast<std::size_t>(n * m));
+        Tensor yt(ys.back().data(), DType::F32, {n, m});
+        CpuBackend(1, cap, precision).matmul(p.weights(m), p.activations(0, n), yt, nullptr);
+      }
+      for (std::size_t l = 1; l < ys.size(); ++l)
+        EXPECT_EQ(std::memcmp(ys[0].data(), ys[l].data(), ys[0].size() * sizeof(float)), 0)
+            << name(type) << ": " << level_name(caps[0]) << " and " << level_name(caps[l]) << " differ";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace folio
