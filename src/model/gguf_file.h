@@ -118,6 +118,8 @@ class GgufFile {
   std::uint64_t alignment() const { return alignment_; }
   std::uint64_t data_offset() const { return data_offset_; }
   std::size_t file_size() const { return bytes_.size(); }
+  // The whole file's bytes (the mapping, or the buffer given to from_bytes).
+  std::span<const std::uint8_t> bytes() const { return bytes_; }
 
   // Metadata in file order, and lookup by key.
   const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return metadata_; }

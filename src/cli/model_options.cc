@@ -1,0 +1,30 @@
+#include "cli/model_options.h"
+
+#include "cli/commands.h"
+
+namespace folio::cli {
+
+ModelSessionOptions ModelOptions::resolved() const {
+  ModelSessionOptions o = session;
+  o.model_path = model.empty() ? default_model_path() : model;
+  return o;
+}
+
+void add_model_options(CLI::App* cmd, ModelOptions& o) {
+  cmd->add_option("-m,--model", o.model, "GGUF model file (default: the default model in the models cache)");
+  cmd->add_option("-t,--threads", o.session.threads, "CPU threads (default: one per hardware thread)");
+  cmd->add_option("--backend", o.session.backend, "Backend: cpu or reference")
+      ->check(CLI::IsMember({"cpu", "reference"}));
+  cmd->add_option("--precision", o.session.precision, "Matmul activations: q8 (fast) or f32 (accurate)")
+      ->check(CLI::IsMember({"q8", "f32"}));
+  cmd->add_option("--cpu-level", o.session.cpu_level, "Cap the SIMD level: avx512, avx2 or scalar")
+      ->check(CLI::IsMember({"avx512", "avx2", "scalar"}));
+}
+
+std::shared_ptr<ModelSession> open_model(const ModelOptions& options) {
+  ModelSessionOptions o = options.resolved();
+  o.show_progress = true;
+  return open_model_session(o);
+}
+
+}  // namespace folio::cli

@@ -1,0 +1,27 @@
+// The flags every model-running subcommand shares (-m, threads, backend,
+// precision), mapped onto ModelSessionOptions.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <string>
+
+#include "engine/model_session.h"
+
+namespace folio::cli {
+
+struct ModelOptions {
+  ModelSessionOptions session;
+  std::string model;  // empty: the default model
+
+  // The session options with the model path resolved.
+  ModelSessionOptions resolved() const;
+};
+
+void add_model_options(CLI::App* cmd, ModelOptions& options);
+
+// Opens the model with a progress line for long loads.
+std::shared_ptr<ModelSession> open_model(const ModelOptions& options);
+
+}  // namespace folio::cli

@@ -1,0 +1,351 @@
+#include "engine/engine.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "core/error.h"
+
+namespace folio {
+namespace {
+
+double seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+}  // namespace
+
+Engine::Engine(std::shared_ptr<ModelSession> session, const EngineConfig& config)
+    : session_(std::move(session)), config_(config) {
+  const ModelConfig& model = session_->config();
+  if (config_.max_model_len <= 0) config_.max_model_len = static_cast<int>(model.context_length);
+  config_.max_model_len = std::min<int>(config_.max_model_len, static_cast<int>(model.context_length));
+
+  KvStorageOptions kv_options;
+  kv_options.block_size = config_.block_size;
+  kv_options.dtype = config_.kv_dtype;
+  std::int64_t blocks = config_.kv_num_blocks;
+  if (blocks <= 0) {
+    blocks = KvStorage::blocks_for_budget(model, config_.block_size, config_.kv_dtype, config_.kv_cache_bytes);
+    // No use for more blocks than every sequence at full length needs.
+    const std::int64_t per_seq = (config_.max_model_len + config_.block_size - 1) / config_.block_size;
+    blocks = std::min<std::int64_t>(blocks, per_seq * config_.max_num_seqs);
+  }
+  if (blocks * config_.block_size < config_.max_model_len) {
+    const int fit = static_cast<int>(blocks * config_.block_size);
+    if (fit < 2) fail("the KV cache budget holds no block for this model; give it more memory");
+    std::fprintf(stderr, "folio: the KV cache holds %d tokens; max model length lowered from %d to %d\n", fit,
+                 config_.max_model_len, fit);
+    config_.max_model_len = fit;
+  }
+  kv_options.num_blocks = blocks;
+  kv_storage_ = std::make_unique<KvStorage>(*session_->backend, model, kv_options);
+
+  KvCacheConfig cache;
+  cache.num_blocks = static_cast<int>(blocks);
+  cache.block_size = config_.block_size;
+  cache.enable_prefix_caching = config_.enable_prefix_caching;
+  kv_ = std::make_unique<KvCacheManager>(cache);
+
+  SchedulerConfig sched;
+  sched.max_num_batched_tokens = config_.max_num_batched_tokens;
+  sched.max_num_seqs = config_.max_num_seqs;
+  sched.max_model_len = config_.max_model_len;
+  sched.enable_chunked_prefill = config_.enable_chunked_prefill;
+  sched.policy = config_.policy;
+  scheduler_ = std::make_unique<Scheduler>(sched, *kv_);
+
+  // Forks of n > 1 requests can run beside max_num_seqs others.
+  const std::int64_t max_seqs = config_.max_num_seqs + kMaxCompletions;
+  runner_ = std::make_unique<ModelRunner>(*session_->backend, *session_->loaded.model, *kv_storage_,
+                                          config_.max_num_batched_tokens, max_seqs, max_seqs);
+  stats_.kv_bytes = kv_storage_->total_bytes();
+  thread_ = std::thread([this] { loop(); });
+}
+
+Engine::~Engine() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+std::shared_ptr<RequestStream> Engine::submit(EngineRequest request) {
+  const ModelConfig& model = session_->config();
+  const SamplingParams& p = request.params;
+  if (request.prompt.empty()) throw EngineError(EngineError::Kind::kInvalid, "the prompt is empty");
+  for (TokenId id : request.prompt)
+    if (id < 0 || id >= model.vocab_size)
+      throw EngineError(EngineError::Kind::kInvalid,
+                        fmt::format("token id {} is outside the vocabulary (0 to {})", id, model.vocab_size - 1));
+  if (auto problem = p.validate(model.vocab_size)) throw EngineError(EngineError::Kind::kInvalid, *problem);
+  const int prompt_len = static_cast<int>(request.prompt.size());
+  if (prompt_len >= config_.max_model_len)
+    throw EngineError(EngineError::Kind::kInvalid,
+                      fmt::format("the prompt has {} tokens but the context holds {}; shorten it", prompt_len,
+                                  config_.max_model_len));
+  if (p.max_tokens && *p.max_tokens <= 0)
+    throw EngineError(EngineError::Kind::kInvalid, fmt::format("max_tokens must be at least 1, got {}", *p.max_tokens));
+  if (p.n < 1 || p.n > kMaxCompletions)
+    throw EngineError(EngineError::Kind::kInvalid, fmt::format("n must be 1 to {}, got {}", kMaxCompletions, p.n));
+
+  std::lock_guard lock(mutex_);
+  if (draining_ || stop_) throw EngineError(EngineError::Kind::kDraining, "the server is shutting down");
+  if (num_queued_ >= config_.max_waiting)
+    throw EngineError(EngineError::Kind::kBusy,
+                      fmt::format("{} requests are already queued; try again later", num_queued_));
+  const std::uint64_t id = next_request_id_++;
+  RequestState state;
+  state.stream = std::make_shared<RequestStream>(id);
+  state.request = std::move(request);
+  state.arrival = Clock::now();
+  auto stream = state.stream;
+  inbox_.emplace_back(id, std::move(state));
+  ++num_queued_;
+  wake_.notify_all();
+  return stream;
+}
+
+void Engine::abort(std::uint64_t request_id) {
+  {
+    std::lock_guard lock(mutex_);
+    aborts_.push_back(request_id);
+  }
+  wake_.notify_all();
+}
+
+bool Engine::drain(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  draining_ = true;
+  if (idle_.wait_for(lock, timeout, [this] { return num_queued_ == 0; })) return true;
+  // Time is up: abort whatever is left and wait for the engine to let go of it.
+  for (const auto& [id, state] : inbox_) aborts_.push_back(id);
+  aborts_.push_back(0);  // 0: every request
+  wake_.notify_all();
+  idle_.wait(lock, [this] { return num_queued_ == 0; });
+  return false;
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard lock(stats_mutex_);
+  return stats_;
+}
+
+void Engine::loop() {
+  for (;;) {
+    std::vector<std::pair<std::uint64_t, RequestState>> incoming;
+    std::vector<std::uint64_t> aborts;
+    bool stopping;
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [this] { return stop_ || !inbox_.empty() || !aborts_.empty() || scheduler_->has_work(); });
+      incoming.swap(inbox_);
+      aborts.swap(aborts_);
+      stopping = stop_;
+    }
+    for (auto& [id, state] : incoming) admit(id, std::move(state));
+    for (std::uint64_t id : aborts) {
+      if (id != 0) {
+        finish_request(id, FinishReason::kAbort);
+        continue;
+      }
+      std::vector<std::uint64_t> all;
+      for (const auto& [rid, r] : requests_) all.push_back(rid);
+      for (std::uint64_t rid : all) finish_request(rid, FinishReason::kAbort);
+    }
+    if (stopping) {
+      std::vector<std::uint64_t> all;
+      for (const auto& [rid, r] : requests_) all.push_back(rid);
+      for (std::uint64_t rid : all) finish_request(rid, FinishReason::kAbort);
+      return;
+    }
+    step();
+    update_stats();
+  }
+}
+
+void Engine::admit(std::uint64_t id, RequestState state) {
+  const EngineRequest& req = state.request;
+  const int n = req.params.n;
+  for (int i = 0; i < n; ++i) {
+    std::optional<std::int64_t> seed = req.params.seed;
+    if (seed) *seed += i;  // each completion its own stream, reproducible
+    state.completions.push_back(std::make_unique<Sequence>(*session_->tokenizer, req.params, req.prompt, i,
+                                                           SamplingRng::for_request(seed, unseeded_counter_++)));
+  }
+  state.usage.prompt_tokens = static_cast<int>(req.prompt.size());
+  try {
+    scheduler_->add(sequence_id(id, 0), req.prompt, req.priority, req.cache_salt);
+  } catch (const Error& e) {
+    RequestOutput out;
+    out.finished = true;
+    out.error = e.what();
+    state.stream->push(std::move(out));
+    std::lock_guard lock(mutex_);
+    --num_queued_;
+    idle_.notify_all();
+    return;
+  }
+  {
+    std::lock_guard lock(stats_mutex_);
+    stats_.prompt_tokens += static_cast<std::int64_t>(req.prompt.size());
+  }
+  requests_.emplace(id, std::move(state));
+}
+
+void Engine::step() {
+  StepPlan plan = scheduler_->schedule();
+  if (plan.empty()) return;
+  const auto now = Clock::now();
+  for (const ScheduledSequence& q : plan.sequences) {
+    RequestState& r = requests_.at(request_of(q.id));
+    if (!r.scheduled && index_of(q.id) == 0) {
+      r.scheduled = true;
+      r.first_scheduled = now;
+      r.usage.cached_tokens = std::max(0, scheduler_->find(q.id)->num_cached_tokens);
+      std::lock_guard lock(stats_mutex_);
+      stats_.queue_time.observe(seconds(now - r.arrival));
+    }
+  }
+  if (!plan.block_copies.empty()) {
+    std::vector<std::pair<std::int32_t, std::int32_t>> pairs;
+    for (const BlockCopy& c : plan.block_copies) pairs.emplace_back(c.src, c.dst);
+    for (PagedKv& layer : kv_storage_->layers()) session_->backend->copy_blocks(layer, pairs);
+  }
+
+  std::vector<SequenceChunk> chunks;
+  chunks.reserve(plan.sequences.size());
+  std::int64_t prompt_tokens_run = 0;
+  for (const ScheduledSequence& q : plan.sequences) {
+    const SequenceState* s = scheduler_->find(q.id);
+    SequenceChunk c;
+    c.tokens = std::span<const TokenId>(s->tokens).subspan(static_cast<std::size_t>(q.num_computed_tokens),
+                                                           static_cast<std::size_t>(q.num_new_tokens));
+    c.num_computed_tokens = q.num_computed_tokens;
+    c.block_table = kv_->block_table(q.id).blocks();
+    c.num_logits = q.sample ? 1 : 0;
+    chunks.push_back(c);
+    prompt_tokens_run += std::max(0, std::min(s->num_prompt_tokens, q.num_computed_tokens + q.num_new_tokens) -
+                                         q.num_computed_tokens);
+  }
+  Tensor logits = runner_->execute(chunks);
+  const float* host = runner_->host_logits(logits);
+  scheduler_->complete_step(plan);
+  {
+    std::lock_guard lock(stats_mutex_);
+    stats_.computed_prompt_tokens += prompt_tokens_run;
+    ++stats_.num_steps;
+  }
+
+  const std::int64_t V = session_->config().vocab_size;
+  std::int64_t row = 0;
+  for (const ScheduledSequence& q : plan.sequences) {
+    if (!q.sample) continue;
+    const float* row_logits = host + row++ * V;
+    const std::uint64_t rid = request_of(q.id);
+    const int index = index_of(q.id);
+    RequestState& r = requests_.at(rid);
+    if (index == 0 && !r.forked) {
+      r.forked = true;
+      // n > 1: the other completions share the prompt just computed.
+      for (int i = 1; i < static_cast<int>(r.completions.size()); ++i) {
+        scheduler_->fork(q.id, sequence_id(rid, i));
+        if (scheduler_->find(sequence_id(rid, i))->status == SequenceStatus::kRunning)
+          sample_completion(rid, i, row_logits);
+      }
+    }
+    sample_completion(rid, index, row_logits);
+  }
+  const auto done = Clock::now();
+  for (std::uint64_t rid : touched_) {
+    auto it = requests_.find(rid);
+    if (it == requests_.end()) continue;
+    RequestState& r = it->second;
+    {
+      std::lock_guard lock(stats_mutex_);
+      if (r.first_token == Clock::time_point{}) {
+        r.first_token = done;
+        stats_.time_to_first_token.observe(seconds(done - r.arrival));
+      } else {
+        stats_.inter_token_latency.observe(seconds(done - r.last_token));
+      }
+    }
+    r.last_token = done;
+    publish(rid, r);
+  }
+  touched_.clear();
+}
+
+void Engine::sample_completion(std::uint64_t rid, int index, const float* logits) {
+  RequestState& r = requests_.at(rid);
+  Sequence& seq = *r.completions[static_cast<std::size_t>(index)];
+  const RequestId sid = sequence_id(rid, index);
+  const std::int64_t V = session_->config().vocab_size;
+  SampledToken t = sampler_.sample(std::span<const float>(logits, static_cast<std::size_t>(V)), seq.params(),
+                                   seq.prompt_counts(), seq.output_counts(), seq.rng());
+  scheduler_->append_token(sid, t.token);
+  bool done = seq.append(t);
+  if (!done && scheduler_->find(sid)->num_tokens() >= config_.max_model_len) {
+    seq.finish(FinishReason::kLength);
+    done = true;
+  }
+  {
+    std::lock_guard lock(stats_mutex_);
+    ++stats_.generation_tokens;
+  }
+  if (done) {
+    scheduler_->finish(sid);
+    ++r.num_finished;
+  }
+  touched_.insert(rid);
+}
+
+void Engine::finish_request(std::uint64_t id, FinishReason reason) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return;
+  RequestState& r = it->second;
+  for (std::size_t i = 0; i < r.completions.size(); ++i) {
+    scheduler_->finish(sequence_id(id, static_cast<int>(i)));
+    if (!r.completions[i]->finished()) {
+      r.completions[i]->finish(reason);
+      ++r.num_finished;
+    }
+  }
+  publish(id, r);
+}
+
+void Engine::publish(std::uint64_t id, RequestState& r) {
+  RequestOutput out;
+  int completion_tokens = 0;
+  for (auto& c : r.completions) {
+    completion_tokens += c->num_output_tokens();
+    if (c->has_delta()) out.deltas.push_back(c->take_delta());
+  }
+  r.usage.completion_tokens = completion_tokens;
+  out.usage = r.usage;
+  const bool finished = r.num_finished == static_cast<int>(r.completions.size());
+  out.finished = finished;
+  r.stream->push(std::move(out));
+  if (!finished) return;
+  {
+    std::lock_guard lock(stats_mutex_);
+    stats_.e2e_latency.observe(seconds(Clock::now() - r.arrival));
+    ++stats_.num_requests_finished;
+  }
+  requests_.erase(id);
+  std::lock_guard lock(mutex_);
+  --num_queued_;
+  idle_.notify_all();
+}
+
+void Engine::update_stats() {
+  std::lock_guard lock(stats_mutex_);
+  stats_.num_running = scheduler_->num_running();
+  stats_.num_waiting = scheduler_->num_waiting();
+  stats_.kv = kv_->usage();
+  stats_.prefix_cache = kv_->prefix_cache_stats();
+  stats_.num_preemptions = scheduler_->num_preemptions();
+}
+
+}  // namespace folio

@@ -1,0 +1,153 @@
+// Engine: serves many requests at once with one forward pass per step. It
+// owns its loop on its own thread; submit() and abort() are thread-safe and
+// each request gets a RequestStream of outputs. Each step: schedule, run the
+// model once over every scheduled sequence, sample, detokenize, stream.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "core/histogram.h"
+#include "engine/model_runner.h"
+#include "engine/model_session.h"
+#include "engine/request.h"
+#include "engine/request_stream.h"
+#include "engine/scheduler.h"
+#include "engine/sequence.h"
+#include "kv/kv_cache_manager.h"
+#include "kv/kv_storage.h"
+
+namespace folio {
+
+struct EngineConfig {
+  int max_num_batched_tokens = 512;   // tokens per forward pass
+  int max_num_seqs = 64;              // sequences per forward pass
+  int max_model_len = 0;              // 0: the model's context, capped by the KV pool
+  std::uint64_t kv_cache_bytes = 2ull << 30;  // KV pool budget (K and V, all layers)
+  std::int64_t kv_num_blocks = 0;     // > 0 overrides kv_cache_bytes (tests)
+  DType kv_dtype = DType::F16;
+  int block_size = 16;
+  bool enable_prefix_caching = true;
+  bool enable_chunked_prefill = true;
+  SchedulingPolicy policy = SchedulingPolicy::kFcfs;
+  int max_waiting = 1024;             // submit() refuses beyond this many waiting requests
+};
+
+// Why submit() refused: the server maps these to HTTP statuses.
+class EngineError : public Error {
+ public:
+  enum class Kind { kInvalid, kBusy, kDraining };
+  EngineError(Kind kind, const std::string& message) : Error(message), kind_(kind) {}
+  Kind kind() const { return kind_; }
+
+ private:
+  Kind kind_;
+};
+
+struct EngineStats {
+  int num_running = 0;
+  int num_waiting = 0;
+  KvUsage kv;
+  PrefixCacheStats prefix_cache;
+  std::int64_t num_preemptions = 0;
+  std::int64_t prompt_tokens = 0;       // prompt tokens of finished and running requests
+  std::int64_t computed_prompt_tokens = 0;  // prompt tokens actually run through the model
+  std::int64_t generation_tokens = 0;
+  std::int64_t num_requests_finished = 0;
+  std::int64_t num_steps = 0;
+  std::uint64_t kv_bytes = 0;
+  Histogram time_to_first_token{{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}};
+  Histogram inter_token_latency{{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}};
+  Histogram e2e_latency{{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}};
+  Histogram queue_time{{0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}};
+};
+
+class Engine {
+ public:
+  Engine(std::shared_ptr<ModelSession> session, const EngineConfig& config);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Validates and queues a request; throws EngineError (kInvalid with a
+  // message for the client, kBusy when the queue is full, kDraining).
+  std::shared_ptr<RequestStream> submit(EngineRequest request);
+  // Ends a request in any state within one step; its blocks are freed.
+  void abort(std::uint64_t request_id);
+  // Refuses new requests, lets running ones finish for up to `timeout`, then
+  // aborts the rest. Returns true when everything finished in time.
+  bool drain(std::chrono::milliseconds timeout);
+
+  EngineStats stats() const;
+  const ModelSession& session() const { return *session_; }
+  const EngineConfig& config() const { return config_; }
+  int max_model_len() const { return config_.max_model_len; }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  struct RequestState {
+    std::shared_ptr<RequestStream> stream;
+    EngineRequest request;
+    std::vector<std::unique_ptr<Sequence>> completions;  // [n]
+    bool forked = false;
+    int num_finished = 0;
+    Usage usage;
+    Clock::time_point arrival;
+    Clock::time_point first_scheduled{};
+    Clock::time_point first_token{};
+    Clock::time_point last_token{};
+    bool scheduled = false;
+  };
+
+  void loop();
+  void admit(std::uint64_t id, RequestState state);
+  void step();
+  void sample_completion(std::uint64_t request_id, int index, const float* logits);
+  void finish_request(std::uint64_t id, FinishReason reason);
+  void publish(std::uint64_t id, RequestState& r);
+  void update_stats();
+
+  static RequestId sequence_id(std::uint64_t request_id, int index) { return (request_id << 8) | static_cast<RequestId>(index); }
+  static std::uint64_t request_of(RequestId seq) { return seq >> 8; }
+  static int index_of(RequestId seq) { return static_cast<int>(seq & 0xFF); }
+
+  std::shared_ptr<ModelSession> session_;
+  EngineConfig config_;
+  std::unique_ptr<KvStorage> kv_storage_;
+  std::unique_ptr<KvCacheManager> kv_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<ModelRunner> runner_;
+  Sampler sampler_;
+
+  // Engine-thread state.
+  std::unordered_map<std::uint64_t, RequestState> requests_;
+  std::unordered_set<std::uint64_t> touched_;
+  std::uint64_t unseeded_counter_ = 0;
+
+  // Shared with submitters.
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::vector<std::pair<std::uint64_t, RequestState>> inbox_;
+  std::vector<std::uint64_t> aborts_;
+  std::uint64_t next_request_id_ = 1;
+  int num_queued_ = 0;  // submitted, not yet finished
+  bool stop_ = false;
+  bool draining_ = false;
+  std::condition_variable idle_;
+
+  mutable std::mutex stats_mutex_;
+  EngineStats stats_;
+
+  std::thread thread_;
+};
+
+}  // namespace folio

@@ -1,0 +1,63 @@
+#include "engine/model_session.h"
+
+#include <sys/mman.h>
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "backend/cpu/cpu_backend.h"
+#include "core/error.h"
+
+namespace folio {
+namespace {
+
+// Reads every page of the mapped file so that the first forward pass does not
+// pay for disk reads; shows progress for files that take a while.
+void warm_pages(const GgufFile& file, bool show_progress) {
+  std::span<const std::uint8_t> bytes = file.bytes();
+  if (bytes.empty()) return;
+  ::madvise(const_cast<std::uint8_t*>(bytes.data()), bytes.size(), MADV_WILLNEED);
+  const bool show = show_progress && bytes.size() > (256u << 20);
+  volatile std::uint8_t sink = 0;
+  constexpr std::size_t kPage = 4096, kStep = 64u << 20;
+  for (std::size_t off = 0; off < bytes.size(); off += kPage) {
+    sink = sink + bytes[off];
+    if (show && off % kStep == 0)
+      std::fprintf(stderr, "\rloading %s: %3.0f%%", file.path().c_str(),
+                   100.0 * static_cast<double>(off) / static_cast<double>(bytes.size()));
+  }
+  if (show) std::fprintf(stderr, "\rloading %s: 100%%\n", file.path().c_str());
+}
+
+MatmulPrecision parse_precision(const std::string& p) {
+  if (p == "q8") return MatmulPrecision::kQ8;
+  if (p == "f32") return MatmulPrecision::kF32;
+  fail("unknown precision \"{}\" (q8 and f32 are available)", p);
+}
+
+}  // namespace
+
+std::shared_ptr<ModelSession> open_model_session(const ModelSessionOptions& o) {
+  auto start = std::chrono::steady_clock::now();
+  auto s = std::make_shared<ModelSession>();
+  if (o.backend == "cpu") {
+    s->backend = std::make_unique<CpuBackend>(o.threads, o.cpu_level, parse_precision(o.precision));
+  } else {
+    s->backend = make_backend(o.backend, o.threads);
+  }
+  s->loaded = load_model(o.model_path, *s->backend);
+  warm_pages(*s->loaded.file, o.show_progress);
+  s->tokenizer = Tokenizer::create(Vocab::from_gguf(*s->loaded.file));
+  s->chat_template = std::make_unique<ChatTemplate>(ChatTemplate::from_gguf(*s->loaded.file));
+  s->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return s;
+}
+
+std::uint64_t peak_rss_bytes() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  return static_cast<std::uint64_t>(usage.ru_maxrss) * 1024;
+}
+
+}  // namespace folio

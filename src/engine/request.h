@@ -1,0 +1,20 @@
+// EngineRequest: one generation request as the engine takes it: prompt token
+// ids and sampling parameters (n completions), with scheduling hints.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/sampling_params.h"
+
+namespace folio {
+
+struct EngineRequest {
+  std::vector<TokenId> prompt;
+  SamplingParams params;
+  int priority = 0;          // lower runs first when the engine schedules by priority
+  std::string cache_salt;    // prefix-cache isolation (per tenant)
+};
+
+}  // namespace folio

@@ -1,0 +1,42 @@
+// What the engine streams back for a request: per completion, the new token
+// ids, the new text (UTF-8 safe, never part of a stop string), logprobs, and
+// at the end a finish reason; with the request's token usage.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/sampler.h"
+
+namespace folio {
+
+enum class FinishReason { kStop, kLength, kAbort };
+
+// "stop", "length", "abort": the words OpenAI clients expect.
+const char* finish_reason_name(FinishReason reason);
+
+struct CompletionDelta {
+  int index = 0;                       // which of the request's n completions
+  std::vector<TokenId> token_ids;      // tokens sampled since the last delta
+  std::string text;                    // text they complete
+  std::vector<SampledToken> logprobs;  // one per token when logprobs were asked for
+  std::optional<FinishReason> finish_reason;
+  std::string stop_reason;             // the stop string or stop token that ended it
+};
+
+struct Usage {
+  int prompt_tokens = 0;
+  int completion_tokens = 0;
+  int cached_tokens = 0;  // prompt tokens served from the prefix cache
+};
+
+struct RequestOutput {
+  std::vector<CompletionDelta> deltas;
+  bool finished = false;  // every completion has finished
+  Usage usage;            // up to date at every output, final when finished
+  std::string error;      // set when the engine could not serve the request
+};
+
+}  // namespace folio

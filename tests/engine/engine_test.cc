@@ -1,0 +1,259 @@
+// The engine on a real model (SmolLM2): continuous batching, chunked prefill,
+// preemption and prefix caching never change a greedy output (DESIGN.md rule
+// 5, asserted with ==), n > 1, stop strings, aborts, and the pool returns to
+// fully free after every run.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "engine/engine.h"
+#include "support/test_models.h"
+
+namespace folio {
+namespace {
+
+struct Collected {
+  std::vector<std::vector<TokenId>> tokens;  // per completion
+  std::vector<std::string> text;
+  std::vector<std::string> finish;
+  std::vector<std::string> stop_reason;
+  Usage usage;
+  std::string error;
+};
+
+Collected collect(RequestStream& stream) {
+  Collected c;
+  while (auto out = stream.next()) {
+    for (auto& d : out->deltas) {
+      if (c.tokens.size() <= static_cast<std::size_t>(d.index)) {
+        c.tokens.resize(d.index + 1);
+        c.text.resize(d.index + 1);
+        c.finish.resize(d.index + 1);
+        c.stop_reason.resize(d.index + 1);
+      }
+      c.tokens[d.index].insert(c.tokens[d.index].end(), d.token_ids.begin(), d.token_ids.end());
+      c.text[d.index] += d.text;
+      if (d.finish_reason) {
+        c.finish[d.index] = finish_reason_name(*d.finish_reason);
+        c.stop_reason[d.index] = d.stop_reason;
+      }
+    }
+    c.usage = out->usage;
+    if (!out->error.empty()) c.error = out->error;
+    if (out->finished) break;
+  }
+  return c;
+}
+
+class EngineTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    std::string path = folio::testing::model_path(folio::testing::kSmolLM2);
+    if (path.empty()) return;
+    ModelSessionOptions o;
+    o.model_path = path;
+    o.threads = 2;
+    session_ = open_model_session(o);
+  }
+  static void TearDownTestSuite() { session_.reset(); }
+
+  void SetUp() override {
+    if (!session_) {
+      FOLIO_REQUIRE_MODEL(path, folio::testing::kSmolLM2);
+    }
+  }
+
+  static EngineConfig config(int batched_tokens = 512, int max_seqs = 64, std::int64_t blocks = 0,
+                             bool caching = true) {
+    EngineConfig c;
+    c.max_num_batched_tokens = batched_tokens;
+    c.max_num_seqs = max_seqs;
+    c.max_model_len = 512;
+    c.kv_num_blocks = blocks > 0 ? blocks : 512;
+    c.enable_prefix_caching = caching;
+    return c;
+  }
+
+  static EngineRequest greedy(const std::string& text, int max_tokens) {
+    EngineRequest r;
+    r.prompt = session_->tokenizer->encode(text, true, false);
+    r.params.temperature = 0;
+    r.params.max_tokens = max_tokens;
+    r.params.ignore_eos = true;
+    return r;
+  }
+
+  static std::vector<TokenId> run_alone(const EngineConfig& c, const EngineRequest& r) {
+    Engine engine(session_, c);
+    return collect(*engine.submit(r)).tokens.at(0);
+  }
+
+  static void expect_pool_free(const Engine& engine) {
+    // Stats are refreshed after each step; give the loop a moment after the last output.
+    for (int i = 0; i < 100 && engine.stats().kv.num_used_blocks != 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    EXPECT_EQ(engine.stats().kv.num_used_blocks, 0);
+    EXPECT_EQ(engine.stats().num_running, 0);
+    EXPECT_EQ(engine.stats().num_waiting, 0);
+  }
+
+  static std::vector<std::string> prompts(int n) {
+    static const char* kTexts[] = {
+        "The capital of France is",
+        "Once upon a time",
+        "def add(a, b):\n    return",
+        "A list of fruits: apple, banana,",
+        "The quick brown fox jumps over the lazy dog because it wanted to see what was on the other side of the "
+        "fence, and the dog did not mind at all since it was",
+        "1 2 3 4 5 6",
+        "Water boils at",
+        "In the beginning of the twentieth century, physicists discovered that",
+    };
+    std::vector<std::string> out;
+    for (int i = 0; i < n; ++i) out.push_back(std::string(kTexts[i % 8]) + std::string(static_cast<std::size_t>(i / 8), '!'));
+    return out;
+  }
+
+  static std::shared_ptr<ModelSession> session_;
+};
+
+std::shared_ptr<ModelSession> EngineTest::session_;
+
+TEST_F(EngineTest, SixtyFourConcurrentRequestsEqualTheirRunsAlone) {
+  const auto texts = prompts(64);
+  Engine engine(session_, config());
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (const auto& t : texts) streams.push_back(engine.submit(greedy(t, 12)));
+  std::vector<std::vector<TokenId>> batched;
+  for (auto& s : streams) {
+    Collected c = collect(*s);
+    ASSERT_EQ(c.tokens.size(), 1u);
+    EXPECT_EQ(c.tokens[0].size(), 12u);
+    EXPECT_EQ(c.finish[0], "length");
+    batched.push_back(c.tokens[0]);
+  }
+  expect_pool_free(engine);
+  // Every eighth request, alone, gives the same tokens.
+  for (int i = 0; i < 64; i += 9) EXPECT_EQ(run_alone(config(), greedy(texts[i], 12)), batched[i]) << "request " << i;
+}
+
+TEST_F(EngineTest, ChunkedPrefillAtAnyChunkSizeGivesTheSameTokens) {
+  const std::string text = prompts(5)[4];  // the long one: 40+ tokens
+  const auto want = run_alone(config(512), greedy(text, 10));
+  for (int chunk : {1, 7, 16, 33}) {
+    Engine engine(session_, config(chunk));
+    EXPECT_EQ(collect(*engine.submit(greedy(text, 10))).tokens.at(0), want) << "chunk " << chunk;
+    expect_pool_free(engine);
+  }
+}
+
+TEST_F(EngineTest, PreemptedAndRecomputedRequestsGiveTheSameTokens) {
+  const auto texts = prompts(8);
+  std::vector<std::vector<TokenId>> want;
+  for (const auto& t : texts) want.push_back(run_alone(config(), greedy(t, 40)));
+  // 12 blocks of 16 tokens cannot hold eight sequences of ~60 tokens.
+  Engine engine(session_, config(512, 64, 12));
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (const auto& t : texts) streams.push_back(engine.submit(greedy(t, 40)));
+  for (std::size_t i = 0; i < texts.size(); ++i) EXPECT_EQ(collect(*streams[i]).tokens.at(0), want[i]) << i;
+  EXPECT_GT(engine.stats().num_preemptions, 0);
+  expect_pool_free(engine);
+}
+
+TEST_F(EngineTest, PrefixCacheHitComputesOnlyTheSuffixAndChangesNothing) {
+  std::string shared;
+  for (int i = 0; i < 12; ++i) shared += "This sentence is part of a long shared system prompt. ";
+  const std::string a = shared + "Question one: what is two plus two?";
+  const std::string b = shared + "Question two: name a color.";
+  const auto want_b = run_alone(config(512, 64, 0, /*caching=*/false), greedy(b, 8));
+
+  Engine engine(session_, config());
+  collect(*engine.submit(greedy(a, 8)));
+  const auto before = engine.stats();
+  Collected cb = collect(*engine.submit(greedy(b, 8)));
+  EXPECT_EQ(cb.tokens.at(0), want_b);
+  const int prompt_b = static_cast<int>(greedy(b, 8).prompt.size());
+  EXPECT_GE(cb.usage.cached_tokens, 16 * ((prompt_b - 20) / 16));
+  EXPECT_GT(cb.usage.cached_tokens, 100);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const auto after = engine.stats();
+  EXPECT_EQ(after.computed_prompt_tokens - before.computed_prompt_tokens, prompt_b - cb.usage.cached_tokens);
+  expect_pool_free(engine);
+}
+
+TEST_F(EngineTest, GreedyCompletionsOfOneRequestAreEqualAndShareThePrompt) {
+  EngineRequest r = greedy("The best thing about mornings is", 10);
+  const auto want = run_alone(config(), r);
+  r.params.n = 4;
+  Engine engine(session_, config());
+  Collected c = collect(*engine.submit(r));
+  ASSERT_EQ(c.tokens.size(), 4u);
+  for (const auto& t : c.tokens) EXPECT_EQ(t, want);
+  EXPECT_EQ(c.usage.completion_tokens, 40);
+  // The prompt ran once for all four.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(engine.stats().computed_prompt_tokens, static_cast<std::int64_t>(r.prompt.size()));
+  expect_pool_free(engine);
+}
+
+TEST_F(EngineTest, SeededSamplingIsReproducible) {
+  EngineRequest r = greedy("Write a word:", 12);
+  r.params.temperature = 1.0f;
+  r.params.seed = 1234;
+  r.params.n = 3;
+  Engine engine(session_, config());
+  Collected first = collect(*engine.submit(r));
+  Collected second = collect(*engine.submit(r));
+  EXPECT_EQ(first.tokens, second.tokens);
+  EXPECT_NE(first.tokens[0], first.tokens[1]);  // seed + index: different streams
+}
+
+TEST_F(EngineTest, StopStringsEndTheTextBeforeThem) {
+  EngineRequest r = greedy("Count: 1, 2, 3, 4, 5,", 30);
+  const auto free_run = run_alone(config(), r);
+  const std::string full = session_->tokenizer->decode(free_run, false);
+  // Stop at the first ", 9" the model writes.
+  ASSERT_NE(full.find(" 9"), std::string::npos) << full;
+  r.params.stop = {" 9"};
+  Engine engine(session_, config());
+  Collected c = collect(*engine.submit(r));
+  EXPECT_EQ(c.finish[0], "stop");
+  EXPECT_EQ(c.stop_reason[0], " 9");
+  EXPECT_EQ(c.text[0], full.substr(0, full.find(" 9")));
+}
+
+TEST_F(EngineTest, AbortFreesBlocksWithinAStep) {
+  Engine engine(session_, config());
+  auto stream = engine.submit(greedy("Tell me a very long story about dragons.", 400));
+  auto first = stream->next();
+  ASSERT_TRUE(first.has_value());
+  engine.abort(stream->id());
+  Collected rest = collect(*stream);
+  EXPECT_EQ(rest.finish.at(0), "abort");
+  expect_pool_free(engine);
+}
+
+TEST_F(EngineTest, InvalidRequestsAreRefusedWithReasons) {
+  Engine engine(session_, config());
+  EngineRequest empty;
+  EXPECT_THROW(engine.submit(empty), EngineError);
+  EngineRequest too_long = greedy("x", 1);
+  too_long.prompt.assign(600, 42);
+  try {
+    engine.submit(too_long);
+    FAIL() << "a 600-token prompt fits a 512-token context";
+  } catch (const EngineError& e) {
+    EXPECT_EQ(e.kind(), EngineError::Kind::kInvalid);
+    EXPECT_NE(std::string(e.what()).find("600"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("512"), std::string::npos);
+  }
+  EngineRequest bad_token = greedy("x", 1);
+  bad_token.prompt.push_back(1 << 30);
+  EXPECT_THROW(engine.submit(bad_token), EngineError);
+}
+
+}  // namespace
+}  // namespace folio

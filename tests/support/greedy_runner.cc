@@ -1,0 +1,92 @@
+#include "support/greedy_runner.h"
+
+#include <algorithm>
+
+namespace folio::testing {
+namespace {
+
+KvStorageOptions kv_options(std::int64_t blocks, DType dtype) {
+  KvStorageOptions o;
+  o.dtype = dtype;
+  o.num_blocks = blocks;
+  return o;
+}
+
+}  // namespace
+
+GreedyRunner::GreedyRunner(Backend& backend, LoadedModel& model, std::int64_t max_context, std::int64_t max_seqs,
+                           DType kv_dtype, std::int64_t max_batched_tokens)
+    : model_(model),
+      blocks_per_seq_((max_context + 15) / 16),
+      kv_(backend, model.config, kv_options(blocks_per_seq_ * max_seqs, kv_dtype)) {
+  runner_ = std::make_unique<ModelRunner>(backend, *model.model, kv_, std::max(max_batched_tokens, max_context),
+                                          max_seqs, std::max(max_seqs, max_context));
+  tables_.resize(static_cast<std::size_t>(blocks_per_seq_ * max_seqs));
+  for (std::size_t i = 0; i < tables_.size(); ++i) tables_[i] = static_cast<std::int32_t>(i);
+}
+
+std::span<const std::int32_t> GreedyRunner::table(std::int64_t seq) const {
+  return std::span<const std::int32_t>(tables_).subspan(static_cast<std::size_t>(seq * blocks_per_seq_),
+                                                        static_cast<std::size_t>(blocks_per_seq_));
+}
+
+std::vector<float> GreedyRunner::teacher_forced(std::span<const TokenId> ids, std::int64_t chunk_tokens) {
+  const auto n = static_cast<std::int64_t>(ids.size());
+  const std::int64_t V = vocab_size();
+  if (chunk_tokens <= 0) chunk_tokens = n;
+  std::vector<float> out(static_cast<std::size_t>(n * V));
+  for (std::int64_t done = 0; done < n; done += chunk_tokens) {
+    SequenceChunk c;
+    const std::int64_t len = std::min(chunk_tokens, n - done);
+    c.tokens = ids.subspan(static_cast<std::size_t>(done), static_cast<std::size_t>(len));
+    c.num_computed_tokens = done;
+    c.block_table = table(0);
+    c.num_logits = len;
+    Tensor logits = runner_->execute(std::span<const SequenceChunk>(&c, 1));
+    const float* p = runner_->host_logits(logits);
+    std::copy(p, p + len * V, out.begin() + done * V);
+  }
+  return out;
+}
+
+std::vector<std::vector<TokenId>> GreedyRunner::greedy(const std::vector<std::vector<TokenId>>& prompts,
+                                                       int max_new_tokens, std::span<const TokenId> stop_ids) {
+  const std::int64_t V = vocab_size();
+  const auto S = static_cast<std::int64_t>(prompts.size());
+  std::vector<std::vector<TokenId>> out(prompts.size());
+  std::vector<std::int64_t> computed(prompts.size(), 0);
+  std::vector<bool> done(prompts.size(), false);
+  // Step 0 prefills every prompt; later steps feed each live sequence's last token.
+  for (int step = 0; step <= max_new_tokens; ++step) {
+    std::vector<SequenceChunk> chunks;
+    std::vector<std::int64_t> owners;
+    for (std::int64_t s = 0; s < S; ++s) {
+      if (done[s]) continue;
+      SequenceChunk c;
+      if (step == 0) {
+        c.tokens = prompts[s];
+      } else {
+        c.tokens = std::span<const TokenId>(&out[s].back(), 1);
+      }
+      c.num_computed_tokens = computed[s];
+      c.block_table = table(s);
+      c.num_logits = 1;
+      chunks.push_back(c);
+      owners.push_back(s);
+    }
+    if (chunks.empty() || step == max_new_tokens) break;
+    Tensor logits = runner_->execute(chunks);
+    const float* p = runner_->host_logits(logits);
+    for (std::size_t i = 0; i < owners.size(); ++i) {
+      const std::int64_t s = owners[i];
+      computed[s] += static_cast<std::int64_t>(chunks[i].tokens.size());
+      const float* row = p + static_cast<std::int64_t>(i) * V;
+      const auto next = static_cast<TokenId>(std::max_element(row, row + V) - row);
+      out[s].push_back(next);
+      if (std::find(stop_ids.begin(), stop_ids.end(), next) != stop_ids.end()) done[s] = true;
+    }
+  }
+  return out;
+}
+
+}  // namespace folio::testing
