@@ -1,5 +1,7 @@
 #include "core/thread_pool.h"
 
+#include <chrono>
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -7,9 +9,10 @@
 namespace folio {
 namespace {
 
-// Spinning keeps wake-up latency in the microseconds for the many tiny ops of
-// a small model; after this many polls a worker sleeps on the atomic instead.
-constexpr int kSpinPolls = 1 << 16;
+// A worker polls for the next job this long before it sleeps: long enough to
+// bridge the gap between the ops of one forward pass, short enough not to
+// burn a core when the engine is idle.
+constexpr auto kSpinTime = std::chrono::microseconds(200);
 
 inline void cpu_relax() {
 #if defined(__x86_64__)
@@ -32,32 +35,58 @@ ThreadPool::~ThreadPool() {
   for (auto& t : threads_) t.join();
 }
 
-void ThreadPool::dispatch(JobFn fn, void* ctx) {
+void ThreadPool::dispatch(JobFn fn, void* ctx, std::int64_t num_chunks) {
+  // Only the caller writes the job, and only between jobs: every chunk of
+  // the previous one is done, so no worker can be running it.
   job_fn_ = fn;
   job_ctx_ = ctx;
-  pending_.store(num_threads_ - 1, std::memory_order_relaxed);
-  generation_.fetch_add(1, std::memory_order_acq_rel);
-  generation_.notify_all();
-  fn(ctx, 0);
-  while (pending_.load(std::memory_order_acquire) != 0) cpu_relax();
+  job_chunks_.store(num_chunks, std::memory_order_relaxed);
+  done_.store(0, std::memory_order_relaxed);
+  const std::uint32_t gen = generation_.load(std::memory_order_relaxed) + 1;
+  claim_.store(static_cast<std::uint64_t>(gen) << 32, std::memory_order_release);
+  // seq_cst on both sides (here and around the worker's sleep) so that either
+  // the worker sees the new generation or this sees the sleeper.
+  generation_.store(gen, std::memory_order_seq_cst);
+  if (sleepers_.load(std::memory_order_seq_cst) > 0) generation_.notify_all();
+  work(gen, 0);
+  while (done_.load(std::memory_order_acquire) != num_chunks) cpu_relax();
 }
 
-void ThreadPool::worker(int index) {
-  std::uint64_t seen = 0;
+void ThreadPool::work(std::uint32_t gen, int thread) {
+  std::uint64_t c = claim_.load(std::memory_order_acquire);
   for (;;) {
-    std::uint64_t gen = generation_.load(std::memory_order_acquire);
-    for (int i = 0; gen == seen && i < kSpinPolls; ++i) {
-      cpu_relax();
-      gen = generation_.load(std::memory_order_acquire);
-    }
-    while (gen == seen) {
-      generation_.wait(seen, std::memory_order_acquire);
-      gen = generation_.load(std::memory_order_acquire);
+    if (static_cast<std::uint32_t>(c >> 32) != gen) return;  // a later job: not ours to claim
+    const auto chunk = static_cast<std::int64_t>(c & 0xFFFFFFFFu);
+    if (chunk >= job_chunks_.load(std::memory_order_relaxed)) return;
+    if (!claim_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
+    job_fn_(job_ctx_, chunk, thread);
+    done_.fetch_add(1, std::memory_order_acq_rel);
+    c = claim_.load(std::memory_order_acquire);
+  }
+}
+
+void ThreadPool::worker(int thread) {
+  std::uint32_t seen = 0;
+  for (;;) {
+    std::uint32_t gen = generation_.load(std::memory_order_acquire);
+    if (gen == seen) {
+      const auto deadline = std::chrono::steady_clock::now() + kSpinTime;
+      int polls = 0;
+      while (gen == seen) {
+        cpu_relax();
+        gen = generation_.load(std::memory_order_acquire);
+        if (++polls % 64 == 0 && std::chrono::steady_clock::now() > deadline) break;
+      }
+      while (gen == seen) {
+        sleepers_.fetch_add(1, std::memory_order_seq_cst);
+        generation_.wait(seen, std::memory_order_seq_cst);
+        sleepers_.fetch_sub(1, std::memory_order_seq_cst);
+        gen = generation_.load(std::memory_order_acquire);
+      }
     }
     seen = gen;
     if (stop_.load(std::memory_order_acquire)) return;
-    job_fn_(job_ctx_, index);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    work(gen, thread);
   }
 }
 

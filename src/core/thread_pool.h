@@ -1,6 +1,9 @@
-// ThreadPool: persistent worker threads that run one job at a time on every
-// thread, the caller included. Work is split statically, so which thread
-// computes which output never depends on timing (results stay reproducible).
+// ThreadPool: persistent worker threads that share the chunks of one job
+// with the calling thread. Chunks are claimed dynamically, so a worker the OS
+// has not scheduled never holds the caller up (it only waits for chunks
+// already claimed). Which thread runs a chunk never changes what the chunk
+// computes: callers give each output to exactly one chunk, so results are
+// reproducible whatever the timing and the thread count.
 #pragma once
 
 #include <algorithm>
@@ -21,49 +24,55 @@ class ThreadPool {
 
   int size() const { return num_threads_; }
 
-  // Runs fn(thread_index) once on each thread (the caller is index 0) and
-  // returns when all have finished.
+  // Calls fn(chunk, thread) once for every chunk in [0, num_chunks), on the
+  // caller and the workers; thread (0 .. size()-1) indexes per-thread scratch.
+  // Returns when every chunk is done.
   template <typename F>
-  void run(F&& fn) {
-    if (num_threads_ == 1) {
-      fn(0);
+  void run_chunks(std::int64_t num_chunks, F&& fn) {
+    if (num_chunks <= 0) return;
+    if (num_threads_ == 1 || num_chunks == 1) {
+      for (std::int64_t c = 0; c < num_chunks; ++c) fn(c, 0);
       return;
     }
-    auto trampoline = [](void* ctx, int index) { (*static_cast<F*>(ctx))(index); };
-    dispatch(trampoline, &fn);
+    auto trampoline = [](void* ctx, std::int64_t chunk, int thread) { (*static_cast<F*>(ctx))(chunk, thread); };
+    dispatch(trampoline, &fn, num_chunks);
   }
 
-  // Splits [0, n) into one contiguous range per thread (in thread order,
-  // ranges rounded to multiples of `grain`) and calls fn(begin, end) on each
-  // non-empty one.
+  // Splits [0, n) into contiguous ranges of at least `grain` items (a few per
+  // thread, for balance) and calls fn(begin, end) on each.
   template <typename F>
   void parallel_for(std::int64_t n, F&& fn, std::int64_t grain = 1) {
     if (n <= 0) return;
-    std::int64_t chunks = (n + grain - 1) / grain;
-    int used = static_cast<int>(std::min<std::int64_t>(num_threads_, chunks));
-    if (used <= 1) {
-      fn(std::int64_t{0}, n);
-      return;
-    }
-    run([&](int t) {
-      if (t >= used) return;
-      std::int64_t begin = chunks * t / used * grain;
-      std::int64_t end = std::min(n, chunks * (t + 1) / used * grain);
+    grain = std::max<std::int64_t>(grain, 1);
+    const std::int64_t units = (n + grain - 1) / grain;
+    const std::int64_t chunks = std::min<std::int64_t>(units, static_cast<std::int64_t>(num_threads_) * kChunksPerThread);
+    run_chunks(chunks, [&](std::int64_t c, int) {
+      const std::int64_t begin = units * c / chunks * grain;
+      const std::int64_t end = std::min(n, units * (c + 1) / chunks * grain);
       if (begin < end) fn(begin, end);
     });
   }
 
+  // Chunks per thread parallel_for aims for: enough to even out load.
+  static constexpr int kChunksPerThread = 4;
+
  private:
-  using JobFn = void (*)(void*, int);
-  void dispatch(JobFn fn, void* ctx);
-  void worker(int index);
+  using JobFn = void (*)(void*, std::int64_t, int);
+  void dispatch(JobFn fn, void* ctx, std::int64_t num_chunks);
+  // Claims and runs chunks of the job of `generation` until none is left.
+  void work(std::uint32_t generation, int thread);
+  void worker(int thread);
 
   int num_threads_;
   std::vector<std::thread> threads_;
   JobFn job_fn_ = nullptr;
   void* job_ctx_ = nullptr;
-  std::atomic<std::uint64_t> generation_{0};
-  std::atomic<int> pending_{0};
+  std::atomic<std::int64_t> job_chunks_{0};
+  // (generation << 32) | next chunk: a claim is valid only for its own job.
+  std::atomic<std::uint64_t> claim_{0};
+  std::atomic<std::int64_t> done_{0};
+  std::atomic<std::uint32_t> generation_{0};
+  std::atomic<int> sleepers_{0};
   std::atomic<bool> stop_{false};
 };
 

@@ -32,9 +32,9 @@ void CpuBackend::attention(const Tensor& q, const PagedKv& kv, const AttentionMe
                            const AttentionParams& params, Tensor& out) {
   op_checks::attention(q, kv, meta, out);
   const std::int64_t items = q.shape[0] * q.shape[1];
-  pool_.run([&](int t) {
-    std::int64_t begin = items * t / pool_.size(), end = items * (t + 1) / pool_.size();
-    reference::attention_items(q, kv, meta, params, out, begin, end, scratch_[t]);
+  pool_.run_chunks(std::min<std::int64_t>(items, pool_.size() * ThreadPool::kChunksPerThread), [&](std::int64_t c, int t) {
+    const std::int64_t chunks = std::min<std::int64_t>(items, pool_.size() * ThreadPool::kChunksPerThread);
+    reference::attention_items(q, kv, meta, params, out, items * c / chunks, items * (c + 1) / chunks, scratch_[t]);
   });
 }
 

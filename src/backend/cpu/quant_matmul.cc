@@ -73,11 +73,13 @@ void QuantMatmul::run(ThreadPool& pool, const Tensor& w, const Tensor& x, Tensor
   const std::int64_t num_panels = m / R;
   const std::int64_t panel_bytes = R * static_cast<std::int64_t>(base.w_stride);
   const std::int64_t prefetch_rows = (kPrefetchBytes + panel_bytes - 1) / panel_bytes * R;
-  const int num_threads = pool.size();
-  pool.run([&](int thread) {
-    // Whole panels of R rows per thread; the last thread also takes the rows after the last panel.
-    const std::int64_t row_begin = num_panels * thread / num_threads * R;
-    const std::int64_t row_end = thread == num_threads - 1 ? m : num_panels * (thread + 1) / num_threads * R;
+  // Whole panels of R rows per chunk; the last chunk also takes the rows after
+  // the last panel, so every row's tile shape is fixed by m alone.
+  const std::int64_t num_chunks =
+      std::max<std::int64_t>(1, std::min<std::int64_t>(num_panels, pool.size() * ThreadPool::kChunksPerThread));
+  pool.run_chunks(num_chunks, [&](std::int64_t c, int) {
+    const std::int64_t row_begin = num_panels * c / num_chunks * R;
+    const std::int64_t row_end = c == num_chunks - 1 ? m : num_panels * (c + 1) / num_chunks * R;
     auto tile_at = [&](TileFn fn, std::int64_t row, std::int64_t token, bool prefetch) {
       TileArgs a = base;
       a.w = base.w + row * base.w_stride;
@@ -104,10 +106,10 @@ void QuantMatmul::run(ThreadPool& pool, const Tensor& w, const Tensor& x, Tensor
 }
 
 void QuantMatmul::run_reference(ThreadPool& pool, const Tensor& w, const Tensor& x, Tensor& y, const Tensor* bias) {
-  scratch_.resize(static_cast<std::size_t>(pool.size()));
   const std::int64_t m = w.rows();
-  pool.run([&](int t) {
-    reference::matmul_rows(w, x, y, bias, m * t / pool.size(), m * (t + 1) / pool.size(), scratch_[t]);
+  pool.parallel_for(m, [&](std::int64_t begin, std::int64_t end) {
+    std::vector<float> scratch;
+    reference::matmul_rows(w, x, y, bias, begin, end, scratch);
   });
 }
 

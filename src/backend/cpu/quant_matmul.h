@@ -39,7 +39,6 @@ class QuantMatmul {
   const MatmulKernels* kernels_ = nullptr;
   MatmulPrecision precision_;
   Buffer act_;                                     // [num_tokens, ActQ8Layout::row_bytes]
-  std::vector<std::vector<float>> scratch_;        // reference fallback, one per thread
 };
 
 }  // namespace folio
