@@ -20,6 +20,10 @@ namespace {
 
 using folio::testing::GreedyRunner;
 
+// llama.cpp's top-1/top-2 logit margin above which folio must choose the
+// same token (below it the two are at a numerical near-tie).
+constexpr double kDecisiveMargin = 0.75;
+
 struct ReferenceCase {
   const char* model_file;
   const char* golden;
@@ -73,35 +77,53 @@ TEST_P(ReferenceModelTest, LogitsMatchTransformersInF32) {
   EXPECT_EQ(top1_agree, decisive);
 }
 
-TEST_P(ReferenceModelTest, GreedyContinuationsMatchLlamaCpp) {
+// Greedy decoding is chaotic on these small models: a logit difference of a
+// few hundredths at a near-tie sends two correct implementations down
+// different continuations, after which nothing is comparable. llama.cpp
+// itself keeps only 7/20 (SmolLM2) and 10/20 (Qwen2.5-0.5B) of its own
+// 64-token continuations when flash attention is switched on (measured with
+// llama-cpp-python 0.3.36). So the comparison walks llama.cpp's own
+// trajectory: folio reads the prompt plus llama.cpp's continuation
+// teacher-forced and must pick llama.cpp's next token wherever llama.cpp was
+// not at a near-tie. (Free-running, folio and llama.cpp kept 4/20 and 10/20
+// whole runs equal, the level llama.cpp keeps with itself.)
+TEST_P(ReferenceModelTest, NextTokensFollowLlamaCppAlongItsOwnContinuation) {
   FOLIO_REQUIRE_MODEL(path, GetParam().model_file);
   const nlohmann::json golden = load_golden(GetParam().golden);
   CpuBackend backend(0, {}, MatmulPrecision::kQ8);
   LoadedModel model = load_model(path, backend);
   const auto& cases = golden["llama_cpp"];
-  std::vector<std::vector<TokenId>> prompts;
-  for (const auto& ids : golden["token_ids"]) prompts.push_back(ids.get<std::vector<TokenId>>());
-  GreedyRunner runner(backend, model, 128, static_cast<std::int64_t>(prompts.size()));
-  // Run every prompt the full 64 tokens; the comparison stops where the
-  // reference stopped (at its end-of-generation token).
-  auto outputs = runner.greedy(prompts, 64, {});
+  GreedyRunner runner(backend, model, 128, 1, DType::F16);
+  const std::int64_t V = runner.vocab_size();
 
-  int equal = 0;
-  for (std::size_t p = 0; p < prompts.size(); ++p) {
-    std::vector<TokenId> want = cases[p]["tokens"].get<std::vector<TokenId>>();
-    std::vector<TokenId> got(outputs[p].begin(), outputs[p].begin() + std::min(outputs[p].size(), want.size()));
-    if (got == want) {
-      ++equal;
-      continue;
+  int steps = 0, agree = 0, decisive = 0, decisive_agree = 0;
+  double worst_disagreement_margin = 0;
+  for (std::size_t p = 0; p < cases.size(); ++p) {
+    std::vector<TokenId> ids = golden["token_ids"][p].get<std::vector<TokenId>>();
+    const std::size_t prompt_len = ids.size();
+    const auto want = cases[p]["tokens"].get<std::vector<TokenId>>();
+    const auto margins = cases[p]["margins"].get<std::vector<double>>();
+    ids.insert(ids.end(), want.begin(), want.end() - 1);
+    const std::vector<float> logits = runner.teacher_forced(ids);
+    for (std::size_t s = 0; s < want.size(); ++s) {
+      const float* row = logits.data() + (prompt_len - 1 + s) * V;
+      const auto ours = static_cast<TokenId>(std::max_element(row, row + V) - row);
+      ++steps;
+      if (ours == want[s]) ++agree;
+      if (margins[s] > kDecisiveMargin) {
+        ++decisive;
+        if (ours == want[s]) ++decisive_agree;
+      }
+      if (ours != want[s]) worst_disagreement_margin = std::max(worst_disagreement_margin, margins[s]);
     }
-    std::size_t at = 0;
-    while (at < got.size() && got[at] == want[at]) ++at;
-    std::printf("[%s] prompt %zu diverges at token %zu of %zu: llama.cpp %d, folio %d; llama.cpp's margin there %.3f\n",
-                GetParam().golden, p, at, want.size(), want[at], at < got.size() ? got[at] : -1,
-                cases[p]["margins"][at].get<double>());
   }
-  std::printf("[%s] greedy continuations equal to llama.cpp: %d/%zu\n", GetParam().golden, equal, prompts.size());
-  EXPECT_GE(equal * 10, static_cast<int>(prompts.size()) * 9);
+  std::printf("[%s] next token equal to llama.cpp's at %d/%d steps (%.1f%%); at all %d/%d steps where llama.cpp's "
+              "top-1/top-2 margin exceeds %.2f; largest llama.cpp margin where they differ %.3f\n",
+              GetParam().golden, agree, steps, 100.0 * agree / steps, decisive_agree, decisive, kDecisiveMargin,
+              worst_disagreement_margin);
+  EXPECT_EQ(decisive_agree, decisive);
+  EXPECT_GE(agree * 100, steps * 95);
+
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, ReferenceModelTest,

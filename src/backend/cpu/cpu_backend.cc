@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "backend/cpu/pointwise_kernels.h"
 #include "backend/op_checks.h"
 #include "core/error.h"
 #include "tensor/quantize.h"
@@ -13,6 +14,39 @@ CpuBackend::CpuBackend(int num_threads, std::string_view max_level, MatmulPrecis
       pool_(num_threads),
       matmul_(features_, precision),
       scratch_(static_cast<std::size_t>(pool_.size())) {}
+
+// Below AVX2 the ops run the reference code (split over threads where it counts).
+void CpuBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) {
+  op_checks::rms_norm(x, w, out);
+  if (!features_.avx2) return ReferenceBackend::rms_norm(x, w, eps, out);
+  cpu_pointwise::rms_norm(pool_, x, w, eps, out);
+}
+
+void CpuBackend::rope(Tensor& x, const Tensor& positions, const RopeTable& table) {
+  op_checks::rope(x, positions, table);
+  if (!features_.avx2) return ReferenceBackend::rope(x, positions, table);
+  cpu_pointwise::rope(pool_, x, positions, table);
+}
+
+void CpuBackend::glu(const Tensor& gate, const Tensor& up, GluActivation act, Tensor& out) {
+  op_checks::same_f32_shape(gate, up, "glu");
+  op_checks::same_f32_shape(gate, out, "glu");
+  if (!features_.avx2) return ReferenceBackend::glu(gate, up, act, out);
+  cpu_pointwise::glu(pool_, gate, up, act, out);
+}
+
+void CpuBackend::add(Tensor& x, const Tensor& y) {
+  op_checks::same_f32_shape(x, y, "add");
+  cpu_pointwise::add(pool_, x, y);
+}
+
+void CpuBackend::scale(Tensor& x, float s) { cpu_pointwise::scale(pool_, x, s); }
+
+void CpuBackend::write_kv(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, PagedKv& kv) {
+  op_checks::write_kv(k, v, slot_mapping, kv);
+  if (!features_.avx2) return ReferenceBackend::write_kv(k, v, slot_mapping, kv);
+  cpu_pointwise::write_kv(pool_, k, v, slot_mapping, kv);
+}
 
 void CpuBackend::embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
   op_checks::embedding(table, ids, out);
@@ -31,6 +65,7 @@ void CpuBackend::matmul(const Tensor& w, const Tensor& x, Tensor& y, const Tenso
 void CpuBackend::attention(const Tensor& q, const PagedKv& kv, const AttentionMetadata& meta,
                            const AttentionParams& params, Tensor& out) {
   op_checks::attention(q, kv, meta, out);
+  if (features_.avx2) return attention_.run(pool_, q, kv, meta, params, out);
   const std::int64_t items = q.shape[0] * q.shape[1];
   pool_.run_chunks(std::min<std::int64_t>(items, pool_.size() * ThreadPool::kChunksPerThread), [&](std::int64_t c, int t) {
     const std::int64_t chunks = std::min<std::int64_t>(items, pool_.size() * ThreadPool::kChunksPerThread);

@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "backend/cpu/attention_kernels.h"
 #include "backend/cpu/cpu_features.h"
 #include "backend/cpu/quant_matmul.h"
 #include "backend/reference/reference_backend.h"
@@ -29,11 +30,18 @@ class CpuBackend : public ReferenceBackend {
   void matmul(const Tensor& w, const Tensor& x, Tensor& y, const Tensor* bias) override;
   void attention(const Tensor& q, const PagedKv& kv, const AttentionMetadata& meta, const AttentionParams& params,
                  Tensor& out) override;
+  void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override;
+  void rope(Tensor& x, const Tensor& positions, const RopeTable& table) override;
+  void glu(const Tensor& gate, const Tensor& up, GluActivation act, Tensor& out) override;
+  void add(Tensor& x, const Tensor& y) override;
+  void scale(Tensor& x, float s) override;
+  void write_kv(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, PagedKv& kv) override;
 
  private:
   CpuFeatures features_;
   ThreadPool pool_;
   QuantMatmul matmul_;
+  CpuAttention attention_;
   std::vector<std::vector<float>> scratch_;  // one per thread
 };
 

@@ -1,0 +1,271 @@
+#include "backend/cpu/attention_kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "backend/cpu/cpu_features.h"
+#include "core/error.h"
+
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+#pragma clang fp contract(off)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+// Only the FMAs written as intrinsics: plain a * b + c stays two roundings,
+// as in the reference.
+#pragma GCC optimize("fp-contract=off")
+#endif
+#include "backend/cpu/simd_math.h"
+
+namespace folio {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+struct PartitionArgs {
+  const float* q;          // [group][head_dim] the query heads of one KV head
+  int group;               // query heads per KV head
+  const void* k_pool;      // [num_blocks, kv_heads, block_size, head_dim]
+  const void* v_pool;      // [num_blocks, kv_heads, block_size, value_head_dim]
+  const std::int32_t* table;
+  std::int64_t block_size, kv_heads, kv_head, head_dim, value_head_dim;
+  std::int64_t begin, end;  // positions [begin, end) of this partition that the query may see
+  std::int64_t window_start;  // positions before it are masked (sliding window)
+  float scale, softcap;
+  float* partial;          // [group][2 + value_head_dim]: m, l, acc
+};
+
+// Dot product of a query head with a key already converted to floats: 8
+// lanes, one fused multiply-add per 8 dimensions in order, then hsum.
+inline float dot(const float* q, const float* k, std::int64_t n) {
+  __m256 acc = _mm256_setzero_ps();
+  std::int64_t d = 0;
+  for (; d + 8 <= n; d += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), _mm256_loadu_ps(k + d), acc);
+  float s = simd::hsum(acc);
+  for (; d < n; ++d) s += q[d] * k[d];
+  return s;
+}
+
+template <DType T>
+inline void to_floats(const void* base, std::int64_t index, std::int64_t n, float* out) {
+  std::int64_t d = 0;
+  for (; d + 8 <= n; d += 8) _mm256_storeu_ps(out + d, simd::load8<T>(base, index + d));
+  for (; d < n; ++d) {
+    if constexpr (T == DType::F32) {
+      out[d] = static_cast<const float*>(base)[index + d];
+    } else {
+      // A scalar tail converts through the same 8-lane path, one lane used.
+      alignas(32) std::uint16_t tmp[8] = {static_cast<const std::uint16_t*>(base)[index + d]};
+      alignas(32) float f[8];
+      _mm256_store_ps(f, simd::load8<T>(tmp, 0));
+      out[d] = f[0];
+    }
+  }
+}
+
+// acc[0, n) = acc * c + p * v
+inline void axpby(float* acc, float c, float p, const float* v, std::int64_t n) {
+  const __m256 cv = _mm256_set1_ps(c), pv = _mm256_set1_ps(p);
+  std::int64_t d = 0;
+  for (; d + 8 <= n; d += 8)
+    _mm256_storeu_ps(acc + d, _mm256_fmadd_ps(pv, _mm256_loadu_ps(v + d), _mm256_mul_ps(cv, _mm256_loadu_ps(acc + d))));
+  for (; d < n; ++d) acc[d] = p * v[d] + c * acc[d];
+}
+
+// One partition of one token's KV head: online softmax over the blocks, in
+// position order, one run of positions within a block at a time.
+template <DType T>
+void partition(const PartitionArgs& a) {
+  constexpr int kMaxRun = 64;
+  const std::int64_t hd = a.head_dim, vd = a.value_head_dim, bs = a.block_size;
+  const int G = a.group;
+  float key[1024], value[1024];
+  float scores[16][kMaxRun];  // [head][position in run]
+  for (int h = 0; h < G; ++h) {
+    float* p = a.partial + h * (2 + vd);
+    p[0] = kNegInf;
+    p[1] = 0.0f;
+    std::fill(p + 2, p + 2 + vd, 0.0f);
+  }
+  for (std::int64_t j = a.begin; j < a.end;) {
+    const std::int64_t block = a.table[j / bs];
+    const std::int64_t offset = j % bs;
+    const std::int64_t run = std::min({bs - offset, a.end - j, static_cast<std::int64_t>(kMaxRun)});
+    const std::int64_t k_row = ((block * a.kv_heads + a.kv_head) * bs + offset) * hd;
+    const std::int64_t v_row = ((block * a.kv_heads + a.kv_head) * bs + offset) * vd;
+    for (std::int64_t r = 0; r < run; ++r) {
+      to_floats<T>(a.k_pool, k_row + r * hd, hd, key);
+      const bool masked = j + r < a.window_start;
+      for (int h = 0; h < G; ++h) {
+        float s = dot(a.q + h * hd, key, hd) * a.scale;
+        if (a.softcap > 0.0f) s = a.softcap * std::tanh(s / a.softcap);
+        scores[h][r] = masked ? kNegInf : s;
+      }
+    }
+    // Per head: the new running max, the correction of what came before,
+    // and the weights of this run's positions.
+    float correction[16];
+    for (int h = 0; h < G; ++h) {
+      float* p = a.partial + h * (2 + vd);
+      float run_max = kNegInf;
+      for (std::int64_t r = 0; r < run; ++r) run_max = std::max(run_max, scores[h][r]);
+      const float m_new = std::max(p[0], run_max);
+      if (m_new == kNegInf) {  // all masked so far
+        correction[h] = 1.0f;
+        for (std::int64_t r = 0; r < run; ++r) scores[h][r] = 0.0f;
+        continue;
+      }
+      std::int64_t r = 0;
+      for (; r + 8 <= run; r += 8)
+        _mm256_storeu_ps(&scores[h][r], simd::exp(_mm256_sub_ps(_mm256_loadu_ps(&scores[h][r]), _mm256_set1_ps(m_new))));
+      if (r < run) {
+        alignas(32) float tail[8];
+        for (int i = 0; i < 8; ++i) tail[i] = r + i < run ? scores[h][r + i] - m_new : kNegInf;
+        _mm256_store_ps(tail, simd::exp(_mm256_load_ps(tail)));
+        for (std::int64_t i = 0; r + i < run; ++i) scores[h][r + i] = tail[i];
+      }
+      alignas(32) float old[8] = {p[0] - m_new};
+      _mm256_store_ps(old, simd::exp(_mm256_load_ps(old)));
+      correction[h] = p[0] == kNegInf ? 0.0f : old[0];
+      float sum = 0.0f;
+      for (std::int64_t i = 0; i < run; ++i) sum += scores[h][i];
+      p[0] = m_new;
+      p[1] = p[1] * correction[h] + sum;
+    }
+    for (std::int64_t r = 0; r < run; ++r) {
+      to_floats<T>(a.v_pool, v_row + r * vd, vd, value);
+      for (int h = 0; h < G; ++h)
+        axpby(a.partial + h * (2 + vd) + 2, r == 0 ? correction[h] : 1.0f, scores[h][r], value, vd);
+    }
+    j += run;
+  }
+}
+
+using PartitionFn = void (*)(const PartitionArgs&);
+
+PartitionFn partition_for(DType t) {
+  switch (t) {
+    case DType::F32: return partition<DType::F32>;
+    case DType::F16: return partition<DType::F16>;
+    case DType::BF16: return partition<DType::BF16>;
+    default: fail("KV cache type {} has no CPU attention kernel", name(t));
+  }
+}
+
+// out[0, vd) = sum_p e^(m_p - M) acc_p / sum_p e^(m_p - M) l_p over the
+// partials of one head, in partition order.
+void merge(const float* first, std::int64_t count, std::int64_t stride, std::int64_t vd, float* out) {
+  float m = kNegInf;
+  for (std::int64_t p = 0; p < count; ++p) m = std::max(m, first[p * stride]);
+  std::fill(out, out + vd, 0.0f);
+  if (m == kNegInf) return;  // nothing visible (cannot happen for a causal query)
+  float l = 0.0f;
+  for (std::int64_t p = 0; p < count; ++p) {
+    const float* part = first + p * stride;
+    alignas(32) float w[8] = {part[0] - m};
+    _mm256_store_ps(w, simd::exp(_mm256_load_ps(w)));
+    const float weight = part[0] == kNegInf ? 0.0f : w[0];
+    l += weight * part[1];
+    axpby(out, 1.0f, weight, part + 2, vd);
+  }
+  const float inv = 1.0f / l;
+  for (std::int64_t d = 0; d < vd; ++d) out[d] *= inv;
+}
+
+}  // namespace
+}  // namespace folio
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
+namespace folio {
+
+bool CpuAttention::supported() { return CpuFeatures::detect().avx2; }
+
+void CpuAttention::run(ThreadPool& pool, const Tensor& q, const PagedKv& kv, const AttentionMetadata& meta,
+                       const AttentionParams& params, Tensor& out) {
+  const std::int64_t T = q.shape[0], heads = q.shape[1], hd = q.shape[2];
+  const std::int64_t kv_heads = kv.num_kv_heads(), vd = kv.value_head_dim();
+  const std::int64_t G = heads / kv_heads;
+  if (hd > 1024 || vd > 1024 || G > 16)
+    fail("CPU attention supports head sizes up to 1024 and up to 16 query heads per KV head (got {}, {}, {})", hd,
+         vd, G);
+  const auto* query_start = meta.query_start.as<const std::int32_t>();
+  const auto* positions = meta.positions.as<const std::int32_t>();
+  const auto* seq_lens = meta.seq_lens.as<const std::int32_t>();
+
+  // Enumerate the work: per token, per KV head, per partition of its context.
+  items_.clear();
+  first_item_.assign(static_cast<std::size_t>(T + 1), 0);
+  std::int64_t num_partials = 0;
+  for (std::int64_t s = 0; s < meta.num_seqs; ++s) {
+    for (std::int64_t t = query_start[s]; t < query_start[s + 1]; ++t) {
+      FOLIO_CHECK(positions[t] < seq_lens[s]);
+      first_item_[t] = static_cast<std::int64_t>(items_.size());
+      const std::int64_t parts = positions[t] / kAttentionPartition + 1;
+      for (std::int64_t g = 0; g < kv_heads; ++g)
+        for (std::int64_t p = 0; p < parts; ++p) {
+          items_.push_back({static_cast<std::int32_t>(t), static_cast<std::int32_t>(s), static_cast<std::int32_t>(g),
+                            static_cast<std::int32_t>(p), num_partials});
+          num_partials += G;
+        }
+    }
+  }
+  first_item_[T] = static_cast<std::int64_t>(items_.size());
+  const std::int64_t stride = 2 + vd;
+  if (static_cast<std::int64_t>(partials_.size()) < num_partials * stride)
+    partials_.resize(static_cast<std::size_t>(num_partials * stride));
+
+  const PartitionFn fn = partition_for(kv.k.dtype);
+  FOLIO_CHECK(kv.v.dtype == kv.k.dtype);
+  const auto num_items = static_cast<std::int64_t>(items_.size());
+  pool.parallel_for(num_items, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) {
+      const Item& it = items_[static_cast<std::size_t>(i)];
+      const std::int64_t pos = positions[it.token];
+      PartitionArgs a;
+      a.q = q.as<const float>() + (it.token * heads + it.kv_head * G) * hd;
+      a.group = static_cast<int>(G);
+      a.k_pool = kv.k.data;
+      a.v_pool = kv.v.data;
+      a.table = meta.block_tables.as<const std::int32_t>() + it.seq * meta.max_blocks_per_seq;
+      a.block_size = kv.block_size;
+      a.kv_heads = kv_heads;
+      a.kv_head = it.kv_head;
+      a.head_dim = hd;
+      a.value_head_dim = vd;
+      a.window_start = params.sliding_window > 0 ? std::max<std::int64_t>(0, pos - params.sliding_window + 1) : 0;
+      // A partition wholly before the window is skipped (no block read).
+      a.begin = std::max<std::int64_t>(it.partition * kAttentionPartition, a.window_start / kv.block_size * kv.block_size);
+      a.end = std::min<std::int64_t>((it.partition + 1) * kAttentionPartition, pos + 1);
+      a.scale = params.scale;
+      a.softcap = params.softcap;
+      a.partial = partials_.data() + it.partial * stride;
+      if (a.begin >= a.end) {
+        for (std::int64_t h = 0; h < G; ++h) {
+          a.partial[h * stride] = kNegInf;
+          a.partial[h * stride + 1] = 0.0f;
+        }
+        continue;
+      }
+      fn(a);
+    }
+  });
+  // Merge each head's partitions, in order.
+  pool.parallel_for(T * heads, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) {
+      const std::int64_t t = i / heads, h = i % heads, g = h / G;
+      const std::int64_t parts = (first_item_[t + 1] - first_item_[t]) / kv_heads;
+      const Item& first = items_[static_cast<std::size_t>(first_item_[t] + g * parts)];
+      merge(partials_.data() + (first.partial + h % G) * stride, parts, G * stride, vd,
+            out.as<float>() + (t * heads + h) * vd);
+    }
+  });
+}
+
+}  // namespace folio

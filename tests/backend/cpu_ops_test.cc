@@ -1,0 +1,244 @@
+// The CPU backend's ops other than matmul against the scalar reference, over
+// KV types, head layouts, awkward sizes and misaligned rows; and attention's
+// batch invariance: a query's output is bit-identical whether it is computed
+// in a prefill, alone as a decode, or beside other sequences.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/reference/reference_backend.h"
+#include "tensor/half.h"
+
+namespace folio {
+namespace {
+
+std::vector<float> random_floats(std::size_t n, std::mt19937& rng, float scale = 1.0f) {
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+// A paged cache of `num_blocks` blocks filled with random K/V, and block
+// tables that give each sequence its blocks in a shuffled order.
+struct Cache {
+  std::vector<std::uint8_t> k_bytes, v_bytes;
+  PagedKv kv;
+  Cache(DType type, std::int64_t num_blocks, std::int64_t kv_heads, std::int64_t block_size, std::int64_t hd,
+        std::int64_t vd, std::mt19937& rng) {
+    const auto elem = static_cast<std::size_t>(info(type).block_bytes);
+    k_bytes.resize(num_blocks * kv_heads * block_size * hd * elem);
+    v_bytes.resize(num_blocks * kv_heads * block_size * vd * elem);
+    kv.block_size = block_size;
+    kv.k = Tensor(k_bytes.data(), type, {num_blocks, kv_heads, block_size, hd});
+    kv.v = Tensor(v_bytes.data(), type, {num_blocks, kv_heads, block_size, vd});
+    for (Tensor* t : {&kv.k, &kv.v}) {
+      auto vals = random_floats(static_cast<std::size_t>(t->numel()), rng);
+      for (std::int64_t i = 0; i < t->numel(); ++i) {
+        if (type == DType::F32) t->as<float>()[i] = vals[i];
+        if (type == DType::F16) t->as<std::uint16_t>()[i] = f32_to_f16(vals[i]);
+        if (type == DType::BF16) t->as<std::uint16_t>()[i] = f32_to_bf16(vals[i]);
+      }
+    }
+  }
+};
+
+// One step's metadata: sequences with (context length, new tokens) each.
+struct Batch {
+  std::vector<std::int32_t> positions, slots, query_start{0}, seq_lens, tables;
+  std::int64_t width = 0;
+  AttentionMetadata meta;
+
+  Batch(const std::vector<std::pair<int, int>>& seqs, const std::vector<std::vector<std::int32_t>>& blocks,
+        std::int64_t block_size) {
+    for (const auto& b : blocks) width = std::max<std::int64_t>(width, static_cast<std::int64_t>(b.size()));
+    for (std::size_t s = 0; s < seqs.size(); ++s) {
+      const auto [len, fed] = seqs[s];
+      for (int p = len - fed; p < len; ++p) {
+        positions.push_back(p);
+        slots.push_back(static_cast<std::int32_t>(blocks[s][p / block_size] * block_size + p % block_size));
+      }
+      query_start.push_back(query_start.back() + fed);
+      seq_lens.push_back(len);
+      std::vector<std::int32_t> row = blocks[s];
+      row.resize(static_cast<std::size_t>(width), 0);
+      tables.insert(tables.end(), row.begin(), row.end());
+    }
+    const auto T = static_cast<std::int64_t>(positions.size()), S = static_cast<std::int64_t>(seqs.size());
+    meta.num_tokens = T;
+    meta.num_seqs = S;
+    meta.max_blocks_per_seq = width;
+    meta.positions = Tensor(positions.data(), DType::I32, {T});
+    meta.slot_mapping = Tensor(slots.data(), DType::I32, {T});
+    meta.query_start = Tensor(query_start.data(), DType::I32, {S + 1});
+    meta.seq_lens = Tensor(seq_lens.data(), DType::I32, {S});
+    meta.block_tables = Tensor(tables.data(), DType::I32, {S * width});
+  }
+};
+
+std::vector<std::vector<std::int32_t>> shuffled_blocks(int num_seqs, int per_seq, std::mt19937& rng) {
+  std::vector<std::int32_t> all(static_cast<std::size_t>(num_seqs * per_seq));
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<std::int32_t>(i);
+  std::shuffle(all.begin(), all.end(), rng);
+  std::vector<std::vector<std::int32_t>> out;
+  for (int s = 0; s < num_seqs; ++s) out.emplace_back(all.begin() + s * per_seq, all.begin() + (s + 1) * per_seq);
+  return out;
+}
+
+struct AttentionCase {
+  DType kv_type;
+  int heads, kv_heads, head_dim, block_size;
+  std::int64_t window;
+  float softcap;
+};
+
+TEST(CpuOps, AttentionMatchesReference) {
+  const AttentionCase cases[] = {
+      {DType::F32, 9, 3, 64, 16, 0, 0},    {DType::F16, 9, 3, 64, 16, 0, 0},   {DType::BF16, 9, 3, 64, 16, 0, 0},
+      {DType::F16, 14, 2, 64, 16, 0, 0},   {DType::F16, 4, 1, 256, 16, 0, 0},  {DType::F32, 8, 8, 80, 32, 0, 0},
+      {DType::F16, 6, 2, 12, 1, 0, 0},     {DType::F16, 4, 1, 64, 16, 37, 0},  {DType::F32, 4, 2, 33, 16, 0, 30.0f},
+      {DType::F16, 16, 1, 128, 16, 300, 0},
+  };
+  std::mt19937 rng(7);
+  for (const AttentionCase& c : cases) {
+    // Three sequences: a prefill that crosses partitions, a decode deep in
+    // context, and a chunk in the middle of a prompt.
+    const std::vector<std::pair<int, int>> seqs = {{300, 300}, {520, 1}, {270, 20}};
+    const int per_seq = (520 + c.block_size - 1) / c.block_size;
+    Cache cache(c.kv_type, 3 * per_seq, c.kv_heads, c.block_size, c.head_dim, c.head_dim, rng);
+    Batch b(seqs, shuffled_blocks(3, per_seq, rng), c.block_size);
+    const std::int64_t T = b.meta.num_tokens;
+    auto q = random_floats(static_cast<std::size_t>(T * c.heads * c.head_dim), rng);
+    Tensor qt(q.data(), DType::F32, {T, c.heads, c.head_dim});
+    AttentionParams params{1.0f / std::sqrt(static_cast<float>(c.head_dim)), c.window, c.softcap};
+    std::vector<float> want(q.size()), got(q.size());
+    Tensor wt(want.data(), DType::F32, {T, c.heads, c.head_dim}), gt(got.data(), DType::F32, {T, c.heads, c.head_dim});
+    ReferenceBackend().attention(qt, cache.kv, b.meta, params, wt);
+    CpuBackend(2).attention(qt, cache.kv, b.meta, params, gt);
+    double worst = 0;
+    for (std::size_t i = 0; i < want.size(); ++i) worst = std::max(worst, double(std::fabs(want[i] - got[i])));
+    EXPECT_LT(worst, 2e-5) << name(c.kv_type) << " heads " << c.heads << "/" << c.kv_heads << " dim " << c.head_dim
+                           << " block " << c.block_size << " window " << c.window;
+  }
+}
+
+TEST(CpuOps, AttentionOfAQueryNeverDependsOnTheBatch) {
+  std::mt19937 rng(8);
+  for (DType type : {DType::F16, DType::F32}) {
+    const int heads = 14, kv_heads = 2, hd = 64, bs = 16, len = 530;
+    Cache cache(type, 2 * 34, kv_heads, bs, hd, hd, rng);
+    auto blocks = shuffled_blocks(2, 34, rng);
+    auto q_all = random_floats(static_cast<std::size_t>(len * heads * hd), rng);
+    auto run = [&](const std::vector<std::pair<int, int>>& seqs, const std::vector<std::vector<std::int32_t>>& tbl,
+                   const float* q, int threads) {
+      Batch b(seqs, tbl, bs);
+      std::vector<float> out(static_cast<std::size_t>(b.meta.num_tokens * heads * hd));
+      Tensor qt(const_cast<float*>(q), DType::F32, {b.meta.num_tokens, heads, hd});
+      Tensor ot(out.data(), DType::F32, {b.meta.num_tokens, heads, hd});
+      CpuBackend(threads).attention(qt, cache.kv, b.meta, {0.125f, 0, 0}, ot);
+      return out;
+    };
+    const std::size_t row = static_cast<std::size_t>(heads * hd);
+    // The whole prompt at once, in chunks of 37 and as single decodes, on 1 and 2 threads.
+    const auto whole = run({{len, len}}, {blocks[0]}, q_all.data(), 2);
+    for (int threads : {1, 2}) {
+      for (int start = 0; start < len; start += 37) {
+        const int n = std::min(37, len - start);
+        const auto chunk = run({{start + n, n}}, {blocks[0]}, q_all.data() + start * row, threads);
+        ASSERT_TRUE(std::equal(chunk.begin(), chunk.end(), whole.begin() + start * row)) << "chunk at " << start;
+      }
+      for (int p : {0, 15, 16, 255, 256, 257, 529}) {
+        // The same query as a decode beside another sequence's prefill.
+        std::vector<float> q2(q_all.begin() + p * row, q_all.begin() + (p + 1) * row);
+        q2.insert(q2.end(), q_all.begin(), q_all.begin() + 20 * row);
+        const auto mixed = run({{p + 1, 1}, {20, 20}}, {blocks[0], blocks[1]}, q2.data(), threads);
+        ASSERT_TRUE(std::equal(mixed.begin(), mixed.begin() + row, whole.begin() + p * row)) << "decode at " << p;
+      }
+    }
+  }
+}
+
+TEST(CpuOps, RowOpsMatchReference) {
+  std::mt19937 rng(9);
+  CpuBackend cpu(2);
+  ReferenceBackend ref;
+  for (std::int64_t cols : {1, 7, 8, 9, 64, 576, 897}) {
+    for (std::int64_t rows : {1, 3, 17}) {
+      // One float of offset: rows start misaligned.
+      auto x = random_floats(static_cast<std::size_t>(rows * cols + 1), rng, 3.0f);
+      auto y = random_floats(static_cast<std::size_t>(rows * cols + 1), rng, 3.0f);
+      auto w = random_floats(static_cast<std::size_t>(cols), rng);
+      Tensor xt(x.data() + 1, DType::F32, {rows, cols}), yt(y.data() + 1, DType::F32, {rows, cols});
+      Tensor wt(w.data(), DType::F32, {cols});
+      std::vector<float> a(x.size()), b(x.size());
+      Tensor at(a.data() + 1, DType::F32, {rows, cols}), bt(b.data() + 1, DType::F32, {rows, cols});
+
+      ref.rms_norm(xt, wt, 1e-5f, at);
+      cpu.rms_norm(xt, wt, 1e-5f, bt);
+      for (std::size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-5 * (1 + std::fabs(a[i]))) << "rms_norm";
+
+      for (GluActivation act : {GluActivation::kSilu, GluActivation::kGeluTanh}) {
+        ref.glu(xt, yt, act, at);
+        cpu.glu(xt, yt, act, bt);
+        for (std::size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-5 * (1 + std::fabs(a[i]))) << "glu";
+      }
+      a = x;
+      b = x;
+      ref.add(at, yt);
+      cpu.add(bt, yt);
+      ASSERT_EQ(a, b) << "add";
+      ref.scale(at, 0.37f);
+      cpu.scale(bt, 0.37f);
+      ASSERT_EQ(a, b) << "scale";
+    }
+  }
+}
+
+TEST(CpuOps, RopeMatchesReferenceInBothOrderings) {
+  std::mt19937 rng(10);
+  for (bool neox : {false, true}) {
+    for (int dim : {64, 32}) {
+      RopeTable table;
+      table.neox = neox;
+      table.dim = dim;
+      for (int i = 0; i < dim / 2; ++i) table.inv_freq.push_back(static_cast<float>(std::pow(10000.0, -2.0 * i / dim)));
+      const std::int64_t T = 13, heads = 3, hd = 64;
+      std::vector<std::int32_t> pos(T);
+      for (std::int64_t t = 0; t < T; ++t) pos[t] = static_cast<std::int32_t>(t * 97);
+      auto x = random_floats(static_cast<std::size_t>(T * heads * hd), rng);
+      auto y = x;
+      Tensor xt(x.data(), DType::F32, {T, heads, hd}), yt(y.data(), DType::F32, {T, heads, hd});
+      Tensor pt(pos.data(), DType::I32, {T});
+      ReferenceBackend().rope(xt, pt, table);
+      CpuBackend(2).rope(yt, pt, table);
+      EXPECT_EQ(x, y) << (neox ? "neox" : "normal") << " dim " << dim;
+    }
+  }
+}
+
+TEST(CpuOps, WriteKvMatchesReferenceForEveryCacheType) {
+  std::mt19937 rng(11);
+  for (DType type : {DType::F32, DType::F16, DType::BF16}) {
+    for (std::int64_t hd : {64, 12, 9}) {
+      Cache a(type, 4, 2, 16, hd, hd, rng), b(type, 4, 2, 16, hd, hd, rng);
+      b.k_bytes = a.k_bytes;
+      b.v_bytes = a.v_bytes;
+      const std::int64_t T = 5;
+      auto k = random_floats(static_cast<std::size_t>(T * 2 * hd), rng);
+      auto v = random_floats(static_cast<std::size_t>(T * 2 * hd), rng);
+      std::vector<std::int32_t> slots = {0, 17, -1, 63, 31};
+      Tensor kt(k.data(), DType::F32, {T, 2, hd}), vt(v.data(), DType::F32, {T, 2, hd});
+      Tensor st(slots.data(), DType::I32, {T});
+      ReferenceBackend().write_kv(kt, vt, st, a.kv);
+      CpuBackend(2).write_kv(kt, vt, st, b.kv);
+      EXPECT_EQ(a.k_bytes, b.k_bytes) << name(type) << " head_dim " << hd;
+      EXPECT_EQ(a.v_bytes, b.v_bytes) << name(type) << " head_dim " << hd;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace folio
