@@ -9,6 +9,7 @@ void register_commands(CLI::App& app) {
   add_tokenize(app);
   add_run(app);
   add_kv_calc(app);
+  add_serve(app);
 }
 
 std::string default_model_path() {

@@ -11,6 +11,7 @@ void add_inspect(CLI::App& app);
 void add_run(CLI::App& app);
 void add_tokenize(CLI::App& app);
 void add_kv_calc(CLI::App& app);
+void add_serve(CLI::App& app);
 
 // The default model's path in the models cache (FOLIO_MODELS overrides).
 std::string default_model_path();

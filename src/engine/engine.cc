@@ -59,6 +59,7 @@ Engine::Engine(std::shared_ptr<ModelSession> session, const EngineConfig& config
   runner_ = std::make_unique<ModelRunner>(*session_->backend, *session_->loaded.model, *kv_storage_,
                                           config_.max_num_batched_tokens, max_seqs, max_seqs);
   stats_.kv_bytes = kv_storage_->total_bytes();
+  update_stats();  // the pool's size is known before the first step (GET /metrics)
   thread_ = std::thread([this] { loop(); });
 }
 

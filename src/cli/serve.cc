@@ -1,0 +1,161 @@
+// `folio serve`: the OpenAI-compatible HTTP server over one model. It listens
+// at once (GET /health answers 503 until the model has loaded), serves until
+// SIGTERM or SIGINT, then refuses new work, lets running requests finish for
+// up to --shutdown-timeout seconds and exits 0.
+#include <fmt/format.h>
+#include <pthread.h>
+#include <signal.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <future>
+#include <memory>
+#include <thread>
+
+#include "cli/commands.h"
+#include "cli/model_options.h"
+#include "core/error.h"
+#include "engine/engine.h"
+#include "kv/capacity_planner.h"
+#include "server/api_server.h"
+
+namespace folio::cli {
+namespace {
+
+struct ServeOptions {
+  ModelOptions model;
+  server::ServerOptions server;
+  EngineConfig engine;
+  std::string kv_cache_memory = "2GiB";
+  std::string kv_dtype = "f16";
+  bool no_prefix_caching = false;
+  double shutdown_timeout_s = 30;
+};
+
+std::string model_name_of(const std::string& path) { return std::filesystem::path(path).stem().string(); }
+
+// SIGINT and SIGTERM, blocked in every thread so that only sigtimedwait takes them.
+sigset_t shutdown_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  return set;
+}
+
+// Waits up to `timeout` for SIGINT or SIGTERM; the signal, or 0.
+int wait_signal(const sigset_t& set, std::chrono::milliseconds timeout) {
+  timespec ts{static_cast<time_t>(timeout.count() / 1000), static_cast<long>(timeout.count() % 1000) * 1000000L};
+  const int sig = sigtimedwait(&set, nullptr, &ts);
+  return sig > 0 ? sig : 0;
+}
+
+void serve(ServeOptions o) {
+  const sigset_t signals = shutdown_signals();
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  const ModelSessionOptions session_options = o.model.resolved();
+  if (o.server.served_model_name.empty()) o.server.served_model_name = model_name_of(session_options.model_path);
+  auto kv_bytes = parse_byte_size(o.kv_cache_memory);
+  if (!kv_bytes || *kv_bytes <= 0)
+    fail("--kv-cache-memory \"{}\" is not a size; write it with a unit: 2GiB, 512MiB", o.kv_cache_memory);
+  o.engine.kv_cache_bytes = static_cast<std::uint64_t>(*kv_bytes);
+  o.engine.kv_dtype = *parse_dtype(o.kv_dtype);
+  o.engine.enable_prefix_caching = !o.no_prefix_caching;
+
+  server::ApiServer api(o.server);
+  const int port = api.start();
+  const std::string url = fmt::format("http://{}:{}", o.server.host, port);
+  std::fprintf(stderr, "folio: listening on %s; loading %s\n", url.c_str(), session_options.model_path.c_str());
+
+  // The model loads on a thread of its own so that a signal can still stop
+  // the server while a large file is read.
+  const auto load_start = std::chrono::steady_clock::now();
+  auto loading = std::async(std::launch::async, [&o] {
+    std::shared_ptr<ModelSession> session = open_model(o.model);
+    return std::make_shared<Engine>(session, o.engine);
+  });
+  while (loading.wait_for(std::chrono::milliseconds(0)) != std::future_status::ready) {
+    if (int sig = wait_signal(signals, std::chrono::milliseconds(100))) {
+      std::fprintf(stderr, "folio: %s while loading the model; exiting\n", strsignal(sig));
+      api.stop();
+      std::fflush(stderr);
+      std::_Exit(0);  // the loader cannot be interrupted; nothing else is in flight
+    }
+  }
+  std::shared_ptr<Engine> engine;
+  try {
+    engine = loading.get();
+  } catch (...) {
+    api.stop();
+    throw;
+  }
+  api.set_engine(engine);
+  const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
+  const KvUsage kv = engine->stats().kv;
+  std::fprintf(stderr,
+               "folio: serving %s at %s/v1 (ready in %.1f s; context %d tokens, KV cache %d blocks of %d tokens, "
+               "%zu connections)\n",
+               o.server.served_model_name.c_str(), url.c_str(), load_s, engine->max_model_len(), kv.num_blocks,
+               kv.block_size, static_cast<std::size_t>(o.server.max_connections));
+
+  int sig = 0;
+  while ((sig = wait_signal(signals, std::chrono::milliseconds(1000))) == 0) {
+  }
+  const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o.shutdown_timeout_s * 1000));
+  std::fprintf(stderr, "folio: %s received; finishing running requests (up to %.0f s)\n", strsignal(sig),
+               o.shutdown_timeout_s);
+  api.begin_drain();
+  const bool finished = engine->drain(timeout);
+  // The engine is done; give the HTTP threads a moment to write the last events.
+  api.wait_until_idle(std::chrono::seconds(5));
+  api.stop();
+  std::fprintf(stderr, "folio: stopped%s\n", finished ? "" : " (requests still running at the timeout were aborted)");
+}
+
+}  // namespace
+
+void add_serve(CLI::App& app) {
+  auto* cmd = app.add_subcommand("serve", "Serve a model over an OpenAI-compatible HTTP API");
+  auto o = std::make_shared<ServeOptions>();
+  add_model_options(cmd, o->model);
+  server::ServerOptions& s = o->server;
+  EngineConfig& e = o->engine;
+  cmd->add_option("--host", s.host, "Address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)");
+  cmd->add_option("--port", s.port, "Port to listen on (0: any free port)")->check(CLI::Range(0, 65535));
+  cmd->add_option("--api-key", s.api_key, "Require `Authorization: Bearer KEY` (GET /health and /version stay open)");
+  cmd->add_option("--served-model-name", s.served_model_name,
+                  "The model's name in the API (default: the file name without .gguf)");
+  cmd->add_option("--max-num-seqs", e.max_num_seqs, "Most sequences in one forward pass")->check(CLI::PositiveNumber);
+  cmd->add_option("--max-num-batched-tokens", e.max_num_batched_tokens, "Most tokens in one forward pass")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-model-len", e.max_model_len, "Context length (default: the model's, capped by the KV cache)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--kv-cache-memory", o->kv_cache_memory, "KV cache budget, with a unit (default 2GiB)");
+  cmd->add_option("--kv-cache-dtype", o->kv_dtype, "KV cache element type: f16, bf16 or f32")
+      ->check(CLI::IsMember({"f16", "bf16", "f32"}));
+  cmd->add_flag("--no-prefix-caching", o->no_prefix_caching, "Turn prefix caching off");
+  cmd->add_option("--max-waiting", e.max_waiting, "Requests queued before new ones get 429")->check(CLI::PositiveNumber);
+  cmd->add_option("--max-n", s.max_n, "Most completions per prompt (n) a request may ask for")
+      ->check(CLI::Range(1, kMaxCompletions));
+  cmd->add_option("--max-body-bytes", s.max_body_bytes, "Largest request body accepted (default 16 MiB)")
+      ->check(CLI::PositiveNumber);
+  // cpp-httplib refuses sockets numbered past FD_SETSIZE (1024), so the
+  // connections served at once stay below it.
+  cmd->add_option("--max-connections", s.max_connections,
+                  "Connections served at once, one thread each (default 512, at most 1000)")
+      ->check(CLI::Range(1, 1000));
+  cmd->add_option("--shutdown-timeout", o->shutdown_timeout_s,
+                  "Seconds running requests get to finish after SIGTERM (default 30)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--no-request-log", [s = &o->server](std::int64_t) { s->log_requests = false; },
+                "Do not log one line per request");
+  cmd->callback([o] { serve(*o); });
+}
+
+}  // namespace folio::cli

@@ -1,0 +1,56 @@
+// GenerationJob: an OpenAI completions or chat-completions request read,
+// validated and tokenized: what the engine is to run (one EngineRequest per
+// prompt) and how the answer is to be shaped. A job that comes out of the
+// parsers is valid for the served model; every refusal is an ApiError.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "engine/sampling_params.h"
+#include "server/json_fields.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace folio::server {
+
+// What reading a request needs to know about the served model.
+struct ModelContext {
+  const Tokenizer* tokenizer = nullptr;
+  const ChatTemplate* chat_template = nullptr;
+  std::int64_t vocab_size = 0;  // ids a prompt or logit_bias may name
+  int max_model_len = 0;        // prompt tokens must be fewer
+  std::string served_model_name;
+  int max_n = 16;
+};
+
+enum class Endpoint { kCompletions, kChatCompletions };
+
+struct GenerationJob {
+  Endpoint endpoint = Endpoint::kCompletions;
+  std::vector<std::vector<TokenId>> prompts;  // [num_prompts][num_prompt_tokens]
+  std::vector<std::string> echo_texts;        // [num_prompts] when echo: the prompt's text
+  SamplingParams params;                      // shared by every prompt; n completions each
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  bool echo = false;           // completions: the prompt text leads each choice
+  bool logprobs = false;       // logprobs asked for (params.logprobs holds the top-n)
+
+  int num_choices() const { return static_cast<int>(prompts.size()) * params.n; }
+};
+
+// POST /v1/completions and POST /v1/chat/completions bodies.
+GenerationJob parse_completion_request(const Json& body, const ModelContext& model);
+GenerationJob parse_chat_request(const Json& body, const ModelContext& model);
+
+// The `model` field: absent, or the served model's name (404 otherwise, as vLLM answers).
+void check_model_field(const Json& body, const ModelContext& model);
+
+// The conversation in `messages` rendered with the chat template and
+// tokenized; shared with POST /tokenize so that both count alike.
+std::vector<TokenId> tokenize_chat(const Json& body, const ModelContext& model, bool add_generation_prompt,
+                                   bool add_special_tokens);
+// A completions prompt string, tokenized as POST /v1/completions does.
+std::vector<TokenId> tokenize_text(const std::string& text, const ModelContext& model, bool add_special_tokens);
+
+}  // namespace folio::server

@@ -1,0 +1,67 @@
+// ResponseBuilder: the engine's outputs for one job in OpenAI's shapes: the
+// whole response (non-streaming), or stream chunks, one per choice delta,
+// with the role first (chat), finish_reason on each choice's last chunk and a
+// usage chunk with empty choices at the end. Choices are indexed prompt-major:
+// prompt p's completion i is choice p x n + i, as OpenAI indexes them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/request_output.h"
+#include "server/json_fields.h"
+#include "server/openai_request.h"
+
+namespace folio::server {
+
+class ResponseBuilder {
+ public:
+  ResponseBuilder(const GenerationJob& job, const Tokenizer& tokenizer, std::string model_name, std::string id,
+                  std::int64_t created);
+
+  // Streaming: the chunks that open each choice (chat: the assistant role;
+  // completions with echo: the prompt text). Empty for completions otherwise.
+  std::vector<Json> opening_chunks();
+  // Streaming: the chunk for one delta of prompt `prompt`; null when the delta
+  // carries nothing to send (no text, logprobs or finish reason).
+  Json chunk(int prompt, const CompletionDelta& delta);
+  // Streaming: the final usage chunk (stream_options.include_usage).
+  Json usage_chunk(const Usage& usage) const;
+
+  // Non-streaming: folds in a delta; response() is the whole answer.
+  void add(int prompt, const CompletionDelta& delta);
+  Json response(const Usage& usage) const;
+
+  // Per finished choice: the finish reason ("stop", "length", "abort").
+  const std::vector<std::string>& finish_reasons() const { return finish_; }
+
+  static Json usage_json(const Usage& usage);
+
+ private:
+  int choice_of(int prompt, const CompletionDelta& d) const { return prompt * n_ + d.index; }
+  Json envelope(const char* object) const;
+  // The delta's logprobs in the endpoint's shape, advancing text offsets.
+  Json logprobs_json(int choice, const CompletionDelta& delta);
+  // A token's text for logprobs ("bytes:\\xe6\\x97" when it is part of a
+  // character), and its raw bytes ("" for ids outside the tokenizer).
+  std::string token_text(TokenId id) const;
+  std::string piece(TokenId id, bool render_special) const;
+
+  const GenerationJob& job_;
+  const Tokenizer& tokenizer_;
+  std::string model_;
+  std::string id_;
+  std::int64_t created_;
+  int n_;
+  bool chat_;
+  std::vector<std::string> text_;       // [num_choices] non-streaming text
+  std::vector<Json> logprobs_;          // [num_choices] non-streaming logprobs (null when not asked)
+  std::vector<std::string> finish_;     // [num_choices]
+  std::vector<std::int64_t> offset_;    // [num_choices] completions: text_offset of the next token
+};
+
+// "cmpl-..." / "chatcmpl-..." ids, unique within a server run.
+std::string new_response_id(const char* prefix);
+
+}  // namespace folio::server

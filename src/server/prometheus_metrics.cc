@@ -1,0 +1,103 @@
+#include "server/prometheus_metrics.h"
+
+#include <fmt/format.h>
+
+namespace folio::server {
+namespace {
+
+// Label values escape backslash, quote and newline.
+std::string escape_label(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// Prometheus floats: integers without a fraction, the rest round-trippable.
+std::string number(double v) { return fmt::format("{}", v); }
+
+class Writer {
+ public:
+  explicit Writer(const std::string& model) : labels_(fmt::format("model_name=\"{}\"", escape_label(model))) {}
+
+  void family(const char* name, const char* type, const char* help) {
+    out_ += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+  }
+  void sample(const std::string& name, double value, const std::string& extra_labels = "") {
+    out_ += fmt::format("{}{{{}{}}} {}\n", name, labels_, extra_labels.empty() ? "" : "," + extra_labels, number(value));
+  }
+  void gauge(const char* name, const char* help, double value) {
+    family(name, "gauge", help);
+    sample(name, value);
+  }
+  void counter(const char* name, const char* help, double value) {
+    family(name, "counter", help);
+    sample(name, value);
+  }
+  void histogram(const char* name, const char* help, const Histogram& h) {
+    family(name, "histogram", help);
+    std::uint64_t cumulative = 0;
+    const std::string bucket = std::string(name) + "_bucket";
+    for (std::size_t i = 0; i < h.bounds().size(); ++i) {
+      cumulative += h.counts()[i];
+      sample(bucket, static_cast<double>(cumulative), fmt::format("le=\"{}\"", number(h.bounds()[i])));
+    }
+    sample(bucket, static_cast<double>(h.count()), "le=\"+Inf\"");
+    sample(std::string(name) + "_sum", h.sum());
+    sample(std::string(name) + "_count", static_cast<double>(h.count()));
+  }
+  std::string take() { return std::move(out_); }
+
+ private:
+  std::string labels_;
+  std::string out_;
+};
+
+}  // namespace
+
+std::string prometheus_metrics(const EngineStats* stats, const ServerCounters& counters, const std::string& model_name) {
+  Writer w(model_name);
+  if (stats != nullptr) {
+    const EngineStats& s = *stats;
+    w.gauge("folio:num_requests_running", "Sequences in the running batch.", s.num_running);
+    w.gauge("folio:num_requests_waiting", "Sequences waiting to be scheduled.", s.num_waiting);
+    const double usage = s.kv.num_blocks == 0 ? 0.0 : static_cast<double>(s.kv.num_used_blocks) / s.kv.num_blocks;
+    w.gauge("folio:kv_cache_usage_perc", "Fraction of KV cache blocks in use (1 = full).", usage);
+    w.gauge("folio:kv_cache_blocks_used", "KV cache blocks referenced by running sequences.", s.kv.num_used_blocks);
+    w.gauge("folio:kv_cache_blocks_total", "KV cache blocks in the pool.", s.kv.num_blocks);
+    w.counter("folio:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.",
+              static_cast<double>(s.prefix_cache.num_queried_tokens));
+    w.counter("folio:prefix_cache_hits_total", "Prompt tokens served from the prefix cache.",
+              static_cast<double>(s.prefix_cache.num_hit_tokens));
+    w.counter("folio:num_preemptions_total", "Sequences preempted (recomputed later) for want of KV blocks.",
+              static_cast<double>(s.num_preemptions));
+    w.counter("folio:prompt_tokens_total", "Prompt tokens of admitted requests.", static_cast<double>(s.prompt_tokens));
+    w.counter("folio:generation_tokens_total", "Tokens generated.", static_cast<double>(s.generation_tokens));
+    w.histogram("folio:time_to_first_token_seconds", "Time from arrival to the first generated token.",
+                s.time_to_first_token);
+    w.histogram("folio:inter_token_latency_seconds", "Time between consecutive outputs of a request.",
+                s.inter_token_latency);
+    w.histogram("folio:e2e_request_latency_seconds", "Time from arrival to the last token.", s.e2e_latency);
+    w.histogram("folio:request_queue_time_seconds", "Time from arrival to the first scheduled step.", s.queue_time);
+  }
+  w.family("folio:request_success_total", "counter", "Finished completions (choices) by finish reason.");
+  auto finished = counters.finished();
+  for (const char* reason : {"stop", "length", "abort"}) finished.try_emplace(reason, 0);
+  for (const auto& [reason, count] : finished)
+    w.sample("folio:request_success_total", static_cast<double>(count),
+             fmt::format("finished_reason=\"{}\"", escape_label(reason)));
+  w.family("folio:http_responses_total", "counter", "HTTP responses by status code.");
+  for (const auto& [status, count] : counters.statuses())
+    w.sample("folio:http_responses_total", static_cast<double>(count), fmt::format("status=\"{}\"", status));
+  return w.take();
+}
+
+}  // namespace folio::server
