@@ -8,6 +8,7 @@ void register_commands(CLI::App& app) {
   add_inspect(app);
   add_tokenize(app);
   add_run(app);
+  add_perplexity(app);
   add_kv_calc(app);
   add_serve(app);
 }

@@ -9,6 +9,7 @@ void register_commands(CLI::App& app);
 
 void add_inspect(CLI::App& app);
 void add_run(CLI::App& app);
+void add_perplexity(CLI::App& app);
 void add_tokenize(CLI::App& app);
 void add_kv_calc(CLI::App& app);
 void add_serve(CLI::App& app);

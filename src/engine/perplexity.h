@@ -1,0 +1,49 @@
+// Perplexity of a model over a token stream, in the windows llama.cpp's
+// llama-perplexity uses, so the two report comparable figures:
+// - default: consecutive chunks of ctx tokens, each evaluated from an empty
+//   cache with its first token replaced by BOS (when the vocab adds one);
+//   the second half of each chunk is scored;
+// - stride s: windows of ctx tokens starting every s tokens; the last s
+//   predictions of each window are scored.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "engine/model_session.h"
+
+namespace folio {
+
+struct PerplexityOptions {
+  std::int64_t ctx = 512;        // tokens per window
+  std::int64_t stride = 0;       // 0: llama-perplexity's chunks; > 0: sliding windows
+  std::int64_t max_chunks = 0;   // 0: all that the text holds
+  std::int64_t batch = 512;      // tokens per forward pass
+  DType kv_dtype = DType::F16;
+};
+
+struct PerplexityResult {
+  double nll_sum = 0;           // sum of -log p(token) over scored tokens (nats)
+  double nll_sq_sum = 0;        // sum of its squares, for the standard error
+  std::int64_t count = 0;       // scored tokens
+  std::int64_t num_chunks = 0;  // windows evaluated
+  std::vector<double> running;  // perplexity after each window
+  double perplexity() const;
+  // The standard error of the perplexity (from the spread of per-token NLLs).
+  double perplexity_error() const;
+};
+
+// Calls progress(windows done, windows in all, running perplexity) after each window.
+using PerplexityProgress = std::function<void(std::int64_t, std::int64_t, double)>;
+
+// Throws Error when the text is too short for even one window (it says how
+// many tokens are needed).
+PerplexityResult compute_perplexity(ModelSession& session, std::span<const TokenId> tokens,
+                                    const PerplexityOptions& options, const PerplexityProgress& progress = {});
+
+// -log softmax(logits)[token], in double precision.
+double negative_log_likelihood(std::span<const float> logits, TokenId token);
+
+}  // namespace folio
