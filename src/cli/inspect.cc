@@ -1,28 +1,126 @@
-// `folio inspect MODEL`: what a model file holds, checked and summarised.
+// `folio inspect MODEL`: what a model file holds, checked and summarised:
+// architecture and hyper-parameters, tokenizer, chat template, tensors,
+// parameter count, weight bytes and KV bytes per token.
 #include <fmt/format.h>
 
+#include <map>
+
 #include "cli/commands.h"
+#include "model/arch/registry.h"
 #include "model/gguf_file.h"
+#include "model/model_config.h"
+#include "tokenizer/vocab.h"
 
 namespace folio::cli {
+namespace {
+
+std::string human_bytes(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 4) {
+    bytes /= 1024;
+    ++u;
+  }
+  return fmt::format("{:.{}f} {}", bytes, u == 0 ? 0 : 2, units[u]);
+}
+
+std::string with_commas(std::uint64_t n) {
+  std::string s = std::to_string(n);
+  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<std::size_t>(i), ",");
+  return s;
+}
+
+void print_config(const GgufFile& f) {
+  ModelConfig c = ModelConfig::from_gguf(f);
+  const ArchEntry* arch = find_arch(c.architecture);
+  if (arch != nullptr) arch->configure(c, f);
+  fmt::print("model: {}\n", c.name);
+  fmt::print("  architecture        {}{}\n", c.architecture, arch ? "" : " (not supported by this build)");
+  fmt::print("  layers              {}\n", c.num_layers);
+  fmt::print("  hidden size         {}\n", c.hidden_size);
+  fmt::print("  FFN size            {}\n", c.intermediate_size);
+  fmt::print("  attention heads     {} (KV heads {}, head size {}{})\n", c.num_heads, c.num_kv_heads, c.head_dim,
+             c.value_head_dim != c.head_dim ? fmt::format(", value size {}", c.value_head_dim) : "");
+  fmt::print("  context length      {}\n", c.context_length);
+  fmt::print("  vocabulary          {}\n", c.vocab_size);
+  fmt::print("  RMSNorm epsilon     {:g}\n", c.rms_norm_eps);
+  fmt::print("  RoPE                {}, base {:g}, {} dims{}\n", c.rope.style == RopeStyle::kNeox ? "neox" : "normal",
+             c.rope.base, c.rope.dim,
+             c.rope.scaling == RopeScaling::kNone ? "" : fmt::format(", scaling x{:g}", c.rope.factor));
+  bool sliding = false;
+  for (auto w : c.sliding_window) sliding = sliding || w > 0;
+  if (sliding) {
+    std::int64_t count = 0, window = 0;
+    for (auto w : c.sliding_window)
+      if (w > 0) ++count, window = w;
+    fmt::print("  sliding window      {} tokens on {} of {} layers\n", window, count, c.num_layers);
+  }
+  fmt::print("  KV bytes per token  2 x {} layers x {} KV heads x {} dims x bytes = {} (f16), {} (f32)\n",
+             c.num_layers, c.num_kv_heads, c.head_dim, with_commas(static_cast<std::uint64_t>(c.kv_bytes_per_token(2))),
+             with_commas(static_cast<std::uint64_t>(c.kv_bytes_per_token(4))));
+}
+
+void print_tokenizer(const GgufFile& f) {
+  if (f.find("tokenizer.ggml.model") == nullptr) {
+    fmt::print("tokenizer: none\n");
+    return;
+  }
+  Vocab v = Vocab::from_gguf(f);
+  fmt::print("tokenizer: {} ({}), pre-tokenizer {}, {} tokens\n",
+             v.kind == VocabKind::kBytePairGpt2 ? "byte-level BPE" : "SentencePiece BPE", v.model, v.pre, v.size());
+  auto token = [&](TokenId id) { return id >= 0 ? fmt::format("{} {:?}", id, v.tokens[id]) : std::string("none"); };
+  fmt::print("  BOS {}, EOS {}, add BOS {}, add EOS {}\n", token(v.bos_id), token(v.eos_id), v.add_bos, v.add_eos);
+  const GgufValue* tmpl = f.find("tokenizer.chat_template");
+  fmt::print("  chat template       {}\n",
+             tmpl ? fmt::format("present ({} bytes)", tmpl->as_string("tokenizer.chat_template").size())
+                  : std::string("absent (ChatML is used)"));
+}
+
+void print_tensors(const GgufFile& f, bool list) {
+  std::uint64_t params = 0, bytes = 0;
+  std::map<std::string, std::pair<int, std::uint64_t>> by_type;
+  for (const auto& t : f.tensors()) {
+    params += static_cast<std::uint64_t>(t.num_elements);
+    bytes += t.size_bytes;
+    auto& e = by_type[std::string(name(t.type))];
+    ++e.first;
+    e.second += t.size_bytes;
+  }
+  fmt::print("weights: {} tensors, {} parameters, {} ({:.2f} bits per weight)\n", f.tensors().size(),
+             with_commas(params), human_bytes(static_cast<double>(bytes)),
+             params ? 8.0 * static_cast<double>(bytes) / static_cast<double>(params) : 0.0);
+  for (const auto& [type, e] : by_type)
+    fmt::print("  {:<6} {:>4} tensors  {:>12}\n", type, e.first, human_bytes(static_cast<double>(e.second)));
+  if (!list) return;
+  fmt::print("tensors:\n");
+  for (const auto& t : f.tensors()) {
+    std::string shape;
+    for (int d = t.num_dims - 1; d >= 0; --d) shape += fmt::format("{}{}", shape.empty() ? "" : " x ", t.shape[d]);
+    fmt::print("  {:<32} {:<6} {:<18} {:>12}\n", t.name, name(t.type), shape, with_commas(t.size_bytes));
+  }
+}
+
+}  // namespace
 
 void add_inspect(CLI::App& app) {
-  auto* cmd = app.add_subcommand("inspect", "Show a model's architecture, hyper-parameters and tensors");
+  auto* cmd = app.add_subcommand("inspect", "Show a model's architecture, hyper-parameters, tokenizer and tensors");
   auto model = std::make_shared<std::string>();
   auto show_all = std::make_shared<bool>(false);
+  auto no_tensors = std::make_shared<bool>(false);
   cmd->add_option("model,-m,--model", *model, "GGUF file (default: the default model)");
-  cmd->add_flag("--all-metadata", *show_all, "Print every metadata key");
-  cmd->callback([model, show_all] {
-    std::string path = model->empty() ? default_model_path() : *model;
+  cmd->add_flag("--metadata", *show_all, "Also print every metadata key");
+  cmd->add_flag("--no-tensors", *no_tensors, "Leave out the tensor table");
+  cmd->callback([model, show_all, no_tensors] {
+    const std::string path = model->empty() ? default_model_path() : *model;
     GgufFile f = GgufFile::open(path);
-    fmt::print("file: {} (GGUF v{}, {} bytes)\n", path, f.version(), f.file_size());
-    for (const auto& [key, value] : f.metadata()) {
-      if (!*show_all && key.rfind("tokenizer.ggml.", 0) == 0 && value.is_array()) continue;
-      fmt::print("  {} = {}\n", key, value.to_string());
+    fmt::print("file: {} (GGUF v{}, {})\n", path, f.version(), human_bytes(static_cast<double>(f.file_size())));
+    print_config(f);
+    print_tokenizer(f);
+    print_tensors(f, !*no_tensors);
+    if (*show_all) {
+      fmt::print("metadata:\n");
+      for (const auto& [key, value] : f.metadata()) fmt::print("  {} = {}\n", key, value.to_string());
     }
-    for (const auto& t : f.tensors())
-      fmt::print("  {:<32} {:<6} [{}, {}, {}, {}] {}\n", t.name, name(t.type), t.shape[0], t.shape[1],
-                 t.shape[2], t.shape[3], t.size_bytes);
   });
 }
 
