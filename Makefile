@@ -1,11 +1,11 @@
-# The front door. `make test` and `make run` work on a fresh machine: they
-# install what is missing (scripts/setup.sh), fetch the default models
-# (scripts/fetch_models.py), build, and then test or run.
+# The front door. `make serve`, `make test` and `make run` work on a fresh
+# machine: they install what is missing (scripts/setup.sh), fetch the default
+# models (scripts/fetch_models.py), build, and then serve, test or run.
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all setup models configure build test run clean fuzz
+.PHONY: all setup models configure build test run serve clean fuzz
 
 all: build
 
@@ -27,8 +27,14 @@ test: build models fuzz
 fuzz: setup
 	@scripts/run_fuzz.sh
 
+PROMPT ?= What are three good habits for writing clear code? Answer briefly.
 run: build models
-	@$(BUILD)/folio inspect
+	@$(BUILD)/folio run --chat -p "$(PROMPT)" -n 200
+
+HOST ?= 127.0.0.1
+PORT ?= 8080
+serve: build models
+	@$(BUILD)/folio serve --host $(HOST) --port $(PORT)
 
 clean:
 	rm -rf $(BUILD)
