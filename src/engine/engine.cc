@@ -345,6 +345,8 @@ void Engine::update_stats() {
   stats_.num_running = scheduler_->num_running();
   stats_.num_waiting = scheduler_->num_waiting();
   stats_.kv = kv_->usage();
+  stats_.kv_slot_steps += static_cast<std::int64_t>(stats_.kv.num_used_blocks) * stats_.kv.block_size;
+  stats_.kv_empty_slot_steps += stats_.kv.num_empty_slots;
   stats_.prefix_cache = kv_->prefix_cache_stats();
   stats_.num_preemptions = scheduler_->num_preemptions();
 }

@@ -64,6 +64,10 @@ struct EngineStats {
   std::int64_t num_requests_finished = 0;
   std::int64_t num_steps = 0;
   std::uint64_t kv_bytes = 0;
+  // KV slots of used blocks summed over steps, and those holding no token:
+  // their ratio is the paging waste averaged over the run.
+  std::int64_t kv_slot_steps = 0;
+  std::int64_t kv_empty_slot_steps = 0;
   Histogram time_to_first_token{{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}};
   Histogram inter_token_latency{{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}};
   Histogram e2e_latency{{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}};

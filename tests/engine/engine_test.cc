@@ -184,6 +184,41 @@ TEST_F(EngineTest, PrefixCacheHitComputesOnlyTheSuffixAndChangesNothing) {
   expect_pool_free(engine);
 }
 
+TEST_F(EngineTest, SecondRequestOnAThousandTokenPrefixComputesOnlyItsSuffix) {
+  std::string shared;
+  for (int i = 0; shared.size() < 5000; ++i)
+    shared += "Section " + std::to_string(i) + " of the shared document describes the system in some detail. ";
+  EngineConfig c = config();
+  c.max_model_len = 2048;
+  c.kv_num_blocks = 256;
+  Engine engine(session_, c);
+  auto timed = [&](const std::string& text) {
+    const auto start = std::chrono::steady_clock::now();
+    auto stream = engine.submit(greedy(text, 4));
+    auto first = stream->next();
+    const double ttft = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    collect(*stream);
+    return std::pair(ttft, first->usage.cached_tokens);
+  };
+  const int prefix = static_cast<int>(session_->tokenizer->encode(shared, true, false).size());
+  ASSERT_GE(prefix, 1000);
+  const auto [ttft_a, cached_a] = timed(shared + "First question: what is described?");
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const auto before = engine.stats();
+  const std::string b = shared + "Second question: how long is it?";
+  const auto [ttft_b, cached_b] = timed(b);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const auto after = engine.stats();
+  const int prompt_b = static_cast<int>(greedy(b, 4).prompt.size());
+  EXPECT_EQ(cached_a, 0);
+  EXPECT_GE(cached_b, prefix / 16 * 16 - 16);
+  EXPECT_EQ(after.computed_prompt_tokens - before.computed_prompt_tokens, prompt_b - cached_b);
+  std::printf("shared prefix %d tokens: second request served %d of %d prompt tokens from the cache; "
+              "time to first token %.1f ms vs %.1f ms (%.1fx faster)\n",
+              prefix, cached_b, prompt_b, ttft_b * 1e3, ttft_a * 1e3, ttft_a / ttft_b);
+  expect_pool_free(engine);
+}
+
 TEST_F(EngineTest, GreedyCompletionsOfOneRequestAreEqualAndShareThePrompt) {
   EngineRequest r = greedy("The best thing about mornings is", 10);
   const auto want = run_alone(config(), r);
