@@ -56,9 +56,9 @@ void StreamRead(benchmark::State& state) {
   ThreadPool pool(threads);
   std::vector<std::int64_t> sums(static_cast<std::size_t>(threads));
   for (auto _ : state) {
-    pool.run([&](int t) {
-      const std::size_t begin = bytes * t / threads / 128 * 128, end = bytes * (t + 1) / threads / 128 * 128;
-      sums[t] = sum_bytes(static_cast<const std::byte*>(buffer.data()) + begin, end - begin);
+    pool.run_chunks(threads, [&](std::int64_t c, int) {
+      const std::size_t begin = bytes * c / threads / 128 * 128, end = bytes * (c + 1) / threads / 128 * 128;
+      sums[c] = sum_bytes(static_cast<const std::byte*>(buffer.data()) + begin, end - begin);
     });
     benchmark::DoNotOptimize(sums.data());
   }
