@@ -9,11 +9,9 @@
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "core/error.h"
-#include "engine/model_runner.h"
-#include "engine/sampler.h"
-#include "kv/kv_storage.h"
+#include "cli/speculative_options.h"
+#include "engine/engine.h"
 #include "tokenizer/chat_template.h"
-#include "tokenizer/incremental_decoder.h"
 
 namespace folio::cli {
 namespace {
@@ -32,17 +30,13 @@ struct RunOptions {
   std::string system;
   int batch = 512;
   std::string kv_dtype = "f16";
+  SpeculativeOptions speculative;
 };
-
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
 
 void run(const RunOptions& o) {
   std::shared_ptr<ModelSession> session = open_model(o.model);
-  ModelSession& s = *session;
-  const ModelConfig& config = s.loaded.config;
-  const Vocab& vocab = s.tokenizer->vocab();
+  const ModelConfig& config = session->config();
+  const Vocab& vocab = session->tokenizer->vocab();
 
   std::string text = o.prompt;
   if (o.chat) {
@@ -52,83 +46,66 @@ void run(const RunOptions& o) {
     ChatRenderOptions render;
     render.bos_token = vocab.bos_id >= 0 ? vocab.tokens[vocab.bos_id] : "";
     render.eos_token = vocab.eos_id >= 0 ? vocab.tokens[vocab.eos_id] : "";
-    text = s.chat_template->render(messages, render);
+    text = session->chat_template->render(messages, render);
   }
-  std::vector<TokenId> prompt = s.tokenizer->encode(text, /*add_special=*/true, /*parse_special=*/o.chat);
-  if (prompt.empty()) fail("the prompt is empty after tokenization; give some text with -p");
-  const std::int64_t limit = std::min<std::int64_t>(config.context_length, static_cast<std::int64_t>(prompt.size()) + o.max_tokens);
-  if (static_cast<std::int64_t>(prompt.size()) >= config.context_length)
-    fail("the prompt has {} tokens but the context holds {}; shorten it", prompt.size(), config.context_length);
+  EngineRequest request;
+  request.prompt = session->tokenizer->encode(text, /*add_special=*/true, /*parse_special=*/o.chat);
+  if (request.prompt.empty()) fail("the prompt is empty after tokenization; give some text with -p");
+  const std::int64_t prompt_len = static_cast<std::int64_t>(request.prompt.size());
 
-  KvStorageOptions kv_options;
-  kv_options.dtype = *parse_dtype(o.kv_dtype);
-  kv_options.num_blocks = (limit + kv_options.block_size - 1) / kv_options.block_size;
-  KvStorage kv(*s.backend, config, kv_options);
-  // One sequence owns every block, in order: the simplest allocator there is.
-  std::vector<std::int32_t> block_table(static_cast<std::size_t>(kv.num_blocks()));
-  for (std::size_t i = 0; i < block_table.size(); ++i) block_table[i] = static_cast<std::int32_t>(i);
-  ModelRunner runner(*s.backend, *s.loaded.model, kv, o.batch, 1, 1);
-
-  SamplingParams params;
+  // One sequence: the engine with a cache just large enough for it.
+  EngineConfig e;
+  e.max_num_seqs = 1;
+  e.max_num_batched_tokens = o.batch;
+  e.kv_dtype = *parse_dtype(o.kv_dtype);
+  e.max_model_len = static_cast<int>(std::min<std::int64_t>(config.context_length, prompt_len + o.max_tokens + 1));
+  e.speculative = o.speculative.resolved();
+  SamplingParams& params = request.params;
   params.temperature = o.temperature;
   params.top_k = o.top_k;
   params.top_p = o.top_p;
   params.min_p = o.min_p;
   params.repetition_penalty = o.repeat_penalty;
-  std::int64_t seed = o.seed >= 0 ? o.seed : static_cast<std::int64_t>(std::random_device{}() >> 1);
+  params.max_tokens = o.max_tokens;
+  const std::int64_t seed = o.seed >= 0 ? o.seed : static_cast<std::int64_t>(std::random_device{}() >> 1);
   params.seed = seed;
-  if (auto problem = params.validate(config.vocab_size)) fail("{}", *problem);
-  Sampler sampler;
-  SamplingRng rng = SamplingRng::from_seed(seed);
-  TokenCounts prompt_counts(prompt), output_counts;
-  IncrementalDecoder decoder(*s.tokenizer, /*render_special=*/false);
+  Engine engine(session, e);
 
-  // Prefill in chunks of --batch tokens; only the last chunk needs logits.
-  auto prefill_start = std::chrono::steady_clock::now();
-  std::int64_t done = 0;
-  Tensor logits;
-  while (done < static_cast<std::int64_t>(prompt.size())) {
-    std::int64_t n = std::min<std::int64_t>(o.batch, static_cast<std::int64_t>(prompt.size()) - done);
-    SequenceChunk chunk;
-    chunk.tokens = std::span<const TokenId>(prompt).subspan(done, n);
-    chunk.num_computed_tokens = done;
-    chunk.block_table = block_table;
-    chunk.num_logits = done + n == static_cast<std::int64_t>(prompt.size()) ? 1 : 0;
-    logits = runner.execute(std::span<const SequenceChunk>(&chunk, 1));
-    done += n;
-  }
-  const double prefill_s = seconds_since(prefill_start);
-
-  auto decode_start = std::chrono::steady_clock::now();
-  std::vector<TokenId> output;
   std::fputs(o.chat ? "" : o.prompt.c_str(), stdout);
-  while (true) {
-    std::span<const float> row(runner.host_logits(logits), static_cast<std::size_t>(config.vocab_size));
-    SampledToken next = sampler.sample(row, params, prompt_counts, output_counts, rng);
-    if (vocab.is_end_of_generation(next.token)) break;
-    output.push_back(next.token);
-    output_counts.add(next.token);
-    std::fputs(decoder.push(next.token).c_str(), stdout);
+  const auto start = std::chrono::steady_clock::now();
+  auto stream = engine.submit(std::move(request));
+  std::optional<std::chrono::steady_clock::time_point> first_token;
+  std::chrono::steady_clock::time_point last_token = start;
+  int generated = 0;
+  while (auto out = stream->next()) {
+    if (!out->error.empty()) fail("{}", out->error);
+    for (const CompletionDelta& d : out->deltas) {
+      std::fputs(d.text.c_str(), stdout);
+      generated += static_cast<int>(d.token_ids.size());
+    }
     std::fflush(stdout);
-    const std::int64_t position = static_cast<std::int64_t>(prompt.size() + output.size()) - 1;
-    if (position + 1 >= limit) break;
-    SequenceChunk chunk;
-    chunk.tokens = std::span<const TokenId>(&output.back(), 1);
-    chunk.num_computed_tokens = position;
-    chunk.block_table = block_table;
-    chunk.num_logits = 1;
-    logits = runner.execute(std::span<const SequenceChunk>(&chunk, 1));
+    last_token = std::chrono::steady_clock::now();
+    if (!first_token && generated > 0) first_token = last_token;
+    if (out->finished) break;
   }
-  std::fputs(decoder.flush().c_str(), stdout);
   std::fputs("\n", stdout);
-  const double decode_s = seconds_since(decode_start);
-  // Decode speed counts the forward passes after the first token.
-  const double decode_tps = output.size() > 1 ? static_cast<double>(output.size() - 1) / decode_s : 0.0;
+  std::fflush(stdout);
+  const double ttft = first_token ? std::chrono::duration<double>(*first_token - start).count() : 0.0;
+  const double decode_s = first_token ? std::chrono::duration<double>(last_token - *first_token).count() : 0.0;
+  // Decode speed counts the tokens after the first (the first comes with the prefill).
+  const double decode_tps = generated > 1 && decode_s > 0 ? (generated - 1) / decode_s : 0.0;
+  std::string spec;
+  const EngineStats st = engine.stats();
+  if (st.spec_proposed_tokens > 0)
+    spec = fmt::format(", speculation accepted {}/{} proposals ({:.2f} tokens per step)", st.spec_accepted_tokens,
+                       st.spec_proposed_tokens,
+                       1.0 + static_cast<double>(st.spec_accepted_tokens) / static_cast<double>(st.spec_steps));
   std::fprintf(stderr,
-               "prompt %zu tokens, generated %zu tokens, load %.2f s, prefill %.1f tok/s, decode %.1f tok/s, "
-               "peak memory %.0f MiB, seed %lld\n",
-               prompt.size(), output.size(), s.load_seconds, static_cast<double>(prompt.size()) / prefill_s,
-               decode_tps, static_cast<double>(peak_rss_bytes()) / (1 << 20), static_cast<long long>(seed));
+               "prompt %lld tokens, generated %d tokens, load %.2f s, prefill %.1f tok/s, decode %.1f tok/s, "
+               "peak memory %.0f MiB, seed %lld%s\n",
+               static_cast<long long>(prompt_len), generated, session->load_seconds,
+               ttft > 0 ? static_cast<double>(prompt_len) / ttft : 0.0, decode_tps,
+               static_cast<double>(peak_rss_bytes()) / (1 << 20), static_cast<long long>(seed), spec.c_str());
 }
 
 }  // namespace
@@ -150,6 +127,7 @@ void add_run(CLI::App& app) {
   cmd->add_option("-b,--batch", o->batch, "Prefill chunk size in tokens")->check(CLI::PositiveNumber);
   cmd->add_option("--kv-cache-dtype", o->kv_dtype, "KV cache element type: f16, bf16 or f32")
       ->check(CLI::IsMember({"f16", "bf16", "f32"}));
+  add_speculative_options(cmd, o->speculative);
   cmd->callback([o] { run(*o); });
 }
 

@@ -18,6 +18,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "cli/speculative_options.h"
 #include "core/error.h"
 #include "engine/engine.h"
 #include "kv/capacity_planner.h"
@@ -30,6 +31,7 @@ struct ServeOptions {
   ModelOptions model;
   server::ServerOptions server;
   EngineConfig engine;
+  SpeculativeOptions speculative;
   std::string kv_cache_memory = "2GiB";
   std::string kv_dtype = "f16";
   bool no_prefix_caching = false;
@@ -66,6 +68,7 @@ void serve(ServeOptions o) {
     fail("--kv-cache-memory \"{}\" is not a size; write it with a unit: 2GiB, 512MiB", o.kv_cache_memory);
   o.engine.kv_cache_bytes = static_cast<std::uint64_t>(*kv_bytes);
   o.engine.kv_dtype = *parse_dtype(o.kv_dtype);
+  o.engine.speculative = o.speculative.resolved();
   o.engine.enable_prefix_caching = !o.no_prefix_caching;
 
   server::ApiServer api(o.server);
@@ -140,6 +143,7 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--kv-cache-dtype", o->kv_dtype, "KV cache element type: f16, bf16 or f32")
       ->check(CLI::IsMember({"f16", "bf16", "f32"}));
   cmd->add_flag("--no-prefix-caching", o->no_prefix_caching, "Turn prefix caching off");
+  add_speculative_options(cmd, o->speculative);
   cmd->add_option("--max-waiting", e.max_waiting, "Requests queued before new ones get 429")->check(CLI::PositiveNumber);
   cmd->add_option("--max-n", s.max_n, "Most completions per prompt (n) a request may ask for")
       ->check(CLI::Range(1, kMaxCompletions));

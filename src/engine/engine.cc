@@ -6,6 +6,9 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "engine/speculative/draft_model_proposer.h"
+#include "engine/speculative/ngram_proposer.h"
+#include "engine/speculative/verifier.h"
 
 namespace folio {
 namespace {
@@ -54,10 +57,22 @@ Engine::Engine(std::shared_ptr<ModelSession> session, const EngineConfig& config
   sched.policy = config_.policy;
   scheduler_ = std::make_unique<Scheduler>(sched, *kv_);
 
+  const SpeculativeConfig& spec = config_.speculative;
+  int logits_per_seq = 1;
+  if (spec.method != SpeculativeConfig::Method::kNone) {
+    if (spec.num_tokens < 1 || spec.num_tokens > 16)
+      fail("--num-speculative-tokens must be 1 to 16, got {}", spec.num_tokens);
+    logits_per_seq = spec.num_tokens + 1;
+    if (spec.method == SpeculativeConfig::Method::kNgram) {
+      proposer_ = std::make_unique<NgramProposer>(spec.ngram_min, spec.ngram_max);
+    } else {
+      proposer_ = make_draft_model_proposer(*session_, spec, config_.max_num_seqs, config_.max_model_len);
+    }
+  }
   // Forks of n > 1 requests can run beside max_num_seqs others.
   const std::int64_t max_seqs = config_.max_num_seqs + kMaxCompletions;
   runner_ = std::make_unique<ModelRunner>(*session_->backend, *session_->loaded.model, *kv_storage_,
-                                          config_.max_num_batched_tokens, max_seqs, max_seqs);
+                                          config_.max_num_batched_tokens, max_seqs, max_seqs * logits_per_seq);
   stats_.kv_bytes = kv_storage_->total_bytes();
   update_stats();  // the pool's size is known before the first step (GET /metrics)
   thread_ = std::thread([this] { loop(); });
@@ -195,8 +210,53 @@ void Engine::admit(std::uint64_t id, RequestState state) {
   requests_.emplace(id, std::move(state));
 }
 
+void Engine::propose_drafts() {
+  std::vector<ProposalRequest> requests;
+  for (RequestId id : scheduler_->decode_candidates()) {
+    const RequestState& r = requests_.at(request_of(id));
+    if (!r.request.speculative) continue;
+    const Sequence& seq = *r.completions[static_cast<std::size_t>(index_of(id))];
+    int k = config_.speculative.num_tokens;
+    // Room for the proposals and the one token verification adds.
+    if (seq.params().max_tokens) k = std::min(k, *seq.params().max_tokens - seq.num_output_tokens() - 1);
+    if (k <= 0) continue;
+    requests.push_back({id, scheduler_->find(id)->tokens, k});
+  }
+  if (requests.empty()) return;
+  std::vector<std::vector<TokenId>> drafts;
+  proposer_->propose(requests, drafts);
+  for (std::size_t i = 0; i < requests.size(); ++i)
+    if (!drafts[i].empty()) scheduler_->propose(requests[i].id, drafts[i]);
+}
+
+std::vector<SampledToken> Engine::choose_tokens(ScheduledSequence& q, const float* logits) {
+  RequestState& r = requests_.at(request_of(q.id));
+  Sequence& seq = *r.completions[static_cast<std::size_t>(index_of(q.id))];
+  const std::int64_t V = session_->config().vocab_size;
+  if (q.num_draft_tokens == 0)
+    return {sampler_.sample(std::span<const float>(logits, static_cast<std::size_t>(V)), seq.params(),
+                            seq.prompt_counts(), seq.output_counts(), seq.rng())};
+  const auto& tokens = scheduler_->find(q.id)->tokens;
+  const auto draft = std::span<const TokenId>(tokens).subspan(static_cast<std::size_t>(q.num_computed_tokens + 1),
+                                                               static_cast<std::size_t>(q.num_draft_tokens));
+  VerifyResult v = verify_draft(sampler_,
+                                std::span<const float>(logits, static_cast<std::size_t>((q.num_draft_tokens + 1) * V)),
+                                V, draft, seq.params(), seq.prompt_counts(), seq.mutable_output_counts(), seq.rng(),
+                                verify_scratch_);
+  q.num_rejected = q.num_draft_tokens - v.num_accepted;
+  proposer_->accepted(q.id, v.num_accepted);
+  std::lock_guard lock(stats_mutex_);
+  stats_.spec_proposed_tokens += q.num_draft_tokens;
+  stats_.spec_accepted_tokens += v.num_accepted;
+  ++stats_.spec_steps;
+  return std::move(v.emitted);
+}
+
 void Engine::step() {
+  if (proposer_) propose_drafts();
   StepPlan plan = scheduler_->schedule();
+  if (proposer_)
+    for (RequestId id : plan.preempted) proposer_->release(id);
   if (plan.empty()) return;
   const auto now = Clock::now();
   for (const ScheduledSequence& q : plan.sequences) {
@@ -225,13 +285,27 @@ void Engine::step() {
                                                            static_cast<std::size_t>(q.num_new_tokens));
     c.num_computed_tokens = q.num_computed_tokens;
     c.block_table = kv_->block_table(q.id).blocks();
-    c.num_logits = q.sample ? 1 : 0;
+    c.num_logits = q.sample ? q.num_draft_tokens + 1 : 0;
     chunks.push_back(c);
     prompt_tokens_run += std::max(0, std::min(s->num_prompt_tokens, q.num_computed_tokens + q.num_new_tokens) -
                                          q.num_computed_tokens);
   }
   Tensor logits = runner_->execute(chunks);
   const float* host = runner_->host_logits(logits);
+
+  // Choose every sampled sequence's tokens (verifying proposals) before
+  // complete_step, which rolls rejected proposals back.
+  const std::int64_t V = session_->config().vocab_size;
+  std::vector<std::vector<SampledToken>> chosen(plan.sequences.size());
+  std::vector<const float*> rows(plan.sequences.size(), nullptr);
+  std::int64_t row = 0;
+  for (std::size_t i = 0; i < plan.sequences.size(); ++i) {
+    ScheduledSequence& q = plan.sequences[i];
+    if (!q.sample) continue;
+    rows[i] = host + row * V;
+    row += q.num_draft_tokens + 1;
+    chosen[i] = choose_tokens(q, rows[i]);
+  }
   scheduler_->complete_step(plan);
   {
     std::lock_guard lock(stats_mutex_);
@@ -239,24 +313,27 @@ void Engine::step() {
     ++stats_.num_steps;
   }
 
-  const std::int64_t V = session_->config().vocab_size;
-  std::int64_t row = 0;
-  for (const ScheduledSequence& q : plan.sequences) {
+  for (std::size_t i = 0; i < plan.sequences.size(); ++i) {
+    const ScheduledSequence& q = plan.sequences[i];
     if (!q.sample) continue;
-    const float* row_logits = host + row++ * V;
     const std::uint64_t rid = request_of(q.id);
     const int index = index_of(q.id);
     RequestState& r = requests_.at(rid);
     if (index == 0 && !r.forked) {
       r.forked = true;
-      // n > 1: the other completions share the prompt just computed.
-      for (int i = 1; i < static_cast<int>(r.completions.size()); ++i) {
-        scheduler_->fork(q.id, sequence_id(rid, i));
-        if (scheduler_->find(sequence_id(rid, i))->status == SequenceStatus::kRunning)
-          sample_completion(rid, i, row_logits);
+      // n > 1: the other completions share the prompt just computed and
+      // sample their first token from the same logits.
+      for (int c = 1; c < static_cast<int>(r.completions.size()); ++c) {
+        const RequestId child = sequence_id(rid, c);
+        scheduler_->fork(q.id, child);
+        if (scheduler_->find(child)->status != SequenceStatus::kRunning) continue;
+        Sequence& seq = *r.completions[static_cast<std::size_t>(c)];
+        const SampledToken t = sampler_.sample(std::span<const float>(rows[i], static_cast<std::size_t>(V)),
+                                               seq.params(), seq.prompt_counts(), seq.output_counts(), seq.rng());
+        emit_tokens(rid, c, std::span<const SampledToken>(&t, 1), false);
       }
     }
-    sample_completion(rid, index, row_logits);
+    emit_tokens(rid, index, chosen[i], q.num_draft_tokens > 0);
   }
   const auto done = Clock::now();
   for (std::uint64_t rid : touched_) {
@@ -278,26 +355,31 @@ void Engine::step() {
   touched_.clear();
 }
 
-void Engine::sample_completion(std::uint64_t rid, int index, const float* logits) {
+void Engine::emit_tokens(std::uint64_t rid, int index, std::span<const SampledToken> tokens, bool speculated) {
   RequestState& r = requests_.at(rid);
   Sequence& seq = *r.completions[static_cast<std::size_t>(index)];
   const RequestId sid = sequence_id(rid, index);
-  const std::int64_t V = session_->config().vocab_size;
-  SampledToken t = sampler_.sample(std::span<const float>(logits, static_cast<std::size_t>(V)), seq.params(),
-                                   seq.prompt_counts(), seq.output_counts(), seq.rng());
-  scheduler_->append_token(sid, t.token);
-  bool done = seq.append(t);
-  if (!done && scheduler_->find(sid)->num_tokens() >= config_.max_model_len) {
-    seq.finish(FinishReason::kLength);
-    done = true;
-  }
-  {
-    std::lock_guard lock(stats_mutex_);
-    ++stats_.generation_tokens;
-  }
-  if (done) {
-    scheduler_->finish(sid);
-    ++r.num_finished;
+  // Accepted proposals are already the scheduler's tokens; the last token is new.
+  for (std::size_t j = 0; j < tokens.size(); ++j) {
+    const bool last = j + 1 == tokens.size();
+    FOLIO_CHECK(speculated || last);
+    if (last) scheduler_->append_token(sid, tokens[j].token);
+    bool done = seq.append(tokens[j]);
+    const SequenceState* s = scheduler_->find(sid);
+    if (!done && last && s->num_tokens() >= config_.max_model_len) {
+      seq.finish(FinishReason::kLength);
+      done = true;
+    }
+    {
+      std::lock_guard lock(stats_mutex_);
+      ++stats_.generation_tokens;
+    }
+    if (done) {
+      scheduler_->finish(sid);
+      if (proposer_) proposer_->release(sid);
+      ++r.num_finished;
+      break;
+    }
   }
   touched_.insert(rid);
 }
@@ -308,6 +390,7 @@ void Engine::finish_request(std::uint64_t id, FinishReason reason) {
   RequestState& r = it->second;
   for (std::size_t i = 0; i < r.completions.size(); ++i) {
     scheduler_->finish(sequence_id(id, static_cast<int>(i)));
+    if (proposer_) proposer_->release(sequence_id(id, static_cast<int>(i)));
     if (!r.completions[i]->finished()) {
       r.completions[i]->finish(reason);
       ++r.num_finished;

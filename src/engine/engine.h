@@ -22,6 +22,8 @@
 #include "engine/request_stream.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
+#include "engine/speculative/proposer.h"
+#include "engine/speculative/speculative_config.h"
 #include "kv/kv_cache_manager.h"
 #include "kv/kv_storage.h"
 
@@ -39,6 +41,7 @@ struct EngineConfig {
   bool enable_chunked_prefill = true;
   SchedulingPolicy policy = SchedulingPolicy::kFcfs;
   int max_waiting = 1024;             // submit() refuses beyond this many waiting requests
+  SpeculativeConfig speculative;
 };
 
 // Why submit() refused: the server maps these to HTTP statuses.
@@ -68,6 +71,11 @@ struct EngineStats {
   // their ratio is the paging waste averaged over the run.
   std::int64_t kv_slot_steps = 0;
   std::int64_t kv_empty_slot_steps = 0;
+  // Speculative decoding: proposals made and accepted, and the decode steps
+  // of sequences that speculated (each emits accepted + 1 tokens).
+  std::int64_t spec_proposed_tokens = 0;
+  std::int64_t spec_accepted_tokens = 0;
+  std::int64_t spec_steps = 0;
   Histogram time_to_first_token{{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}};
   Histogram inter_token_latency{{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}};
   Histogram e2e_latency{{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}};
@@ -115,7 +123,11 @@ class Engine {
   void loop();
   void admit(std::uint64_t id, RequestState state);
   void step();
-  void sample_completion(std::uint64_t request_id, int index, const float* logits);
+  void propose_drafts();
+  // The tokens chosen for a sampled sequence this step: one sampled token, or
+  // accepted proposals plus one; sets num_rejected of a speculating entry.
+  std::vector<SampledToken> choose_tokens(ScheduledSequence& q, const float* logits);
+  void emit_tokens(std::uint64_t request_id, int index, std::span<const SampledToken> tokens, bool speculated);
   void finish_request(std::uint64_t id, FinishReason reason);
   void publish(std::uint64_t id, RequestState& r);
   void update_stats();
@@ -131,6 +143,8 @@ class Engine {
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<ModelRunner> runner_;
   Sampler sampler_;
+  std::unique_ptr<Proposer> proposer_;
+  std::vector<float> verify_scratch_;
 
   // Engine-thread state.
   std::unordered_map<std::uint64_t, RequestState> requests_;

@@ -15,6 +15,7 @@ struct EngineRequest {
   SamplingParams params;
   int priority = 0;          // lower runs first when the engine schedules by priority
   std::string cache_salt;    // prefix-cache isolation (per tenant)
+  bool speculative = true;   // may use the server's speculative decoding
 };
 
 }  // namespace folio

@@ -115,10 +115,38 @@ std::size_t Scheduler::victim_index() const {
   return victim;
 }
 
+void Scheduler::drop_drafts(SequenceState& s, int count) {
+  count = std::min(count, s.num_draft_tokens);
+  s.tokens.resize(s.tokens.size() - static_cast<std::size_t>(count));
+  s.num_draft_tokens -= count;
+}
+
+std::vector<RequestId> Scheduler::decode_candidates() const {
+  std::vector<RequestId> out;
+  for (RequestId id : running_) {
+    const SequenceState& s = sequences_.at(id);
+    if (s.num_draft_tokens == 0 && s.num_output_tokens() > 0 && s.num_computed_tokens == s.num_tokens() - 1)
+      out.push_back(id);
+  }
+  return out;
+}
+
+void Scheduler::propose(RequestId id, std::span<const TokenId> draft) {
+  SequenceState& s = state(id);
+  FOLIO_CHECK(s.status == SequenceStatus::kRunning && s.num_draft_tokens == 0 &&
+              s.num_computed_tokens == s.num_tokens() - 1);
+  // Room for the proposals and the token verification adds after them.
+  const int room = std::max(0, config_.max_model_len - 1 - s.num_tokens());
+  const int k = std::min(static_cast<int>(draft.size()), room);
+  s.tokens.insert(s.tokens.end(), draft.begin(), draft.begin() + k);
+  s.num_draft_tokens = k;
+}
+
 void Scheduler::preempt(std::size_t index, StepPlan& plan) {
   const RequestId id = running_[index];
   running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(index));
   SequenceState& s = state(id);
+  drop_drafts(s, s.num_draft_tokens);  // unverified: recomputation starts from verified tokens
   kv_.free(id);
   s.num_computed_tokens = 0;
   ++s.num_preemptions;
@@ -156,6 +184,21 @@ StepPlan Scheduler::schedule() {
   // fed yet (one decode token, or the next prefill chunk).
   for (std::size_t i = 0; i < running_.size() && budget > 0; ++i) {
     SequenceState& s = state(running_[i]);
+    // Proposals that do not fit the budget, or the pool, are dropped first:
+    // speculation never costs anyone else their place.
+    if (s.num_draft_tokens > 0) {
+      const int over = s.num_tokens() - s.num_computed_tokens - budget;
+      if (over > 0) drop_drafts(s, over);
+      if (s.num_draft_tokens > 0 && !kv_.allocate_slots(s.id, s.num_tokens() - s.num_computed_tokens))
+        drop_drafts(s, s.num_draft_tokens);
+      else if (s.num_draft_tokens > 0) {
+        const int n = s.num_tokens() - s.num_computed_tokens;
+        plan.sequences.push_back({s.id, s.num_computed_tokens, n, true, s.num_draft_tokens, 0});
+        plan.num_tokens += n;
+        budget -= n;
+        continue;
+      }
+    }
     int n = std::min(s.num_tokens() - s.num_computed_tokens, budget);
     if (n <= 0) continue;
     bool scheduled = true;
@@ -186,6 +229,16 @@ StepPlan Scheduler::schedule() {
     budget -= n;
   }
 
+  // Proposals of sequences the budget left out this step are dropped: they
+  // live for exactly one step.
+  for (RequestId id : running_) {
+    SequenceState& s = state(id);
+    if (s.num_draft_tokens == 0) continue;
+    const bool planned = std::any_of(plan.sequences.begin(), plan.sequences.end(),
+                                     [&](const ScheduledSequence& q) { return q.id == id; });
+    if (!planned) drop_drafts(s, s.num_draft_tokens);
+  }
+
   // Then waiting sequences, in queue order, while the budget, the sequence
   // cap and the pool allow; none when someone was just preempted (memory is
   // short) so that preempted work is not starved by newcomers.
@@ -210,7 +263,15 @@ void Scheduler::complete_step(const StepPlan& plan) {
     auto it = sequences_.find(q.id);
     if (it == sequences_.end()) continue;  // finished while the step ran
     SequenceState& s = it->second;
-    s.num_computed_tokens = q.num_computed_tokens + q.num_new_tokens;
+    if (q.num_draft_tokens > 0) {
+      FOLIO_CHECK(q.num_rejected >= 0 && q.num_rejected <= q.num_draft_tokens);
+      if (q.num_rejected > 0) {
+        drop_drafts(s, q.num_rejected);
+        kv_.rollback(s.id, q.num_rejected);
+      }
+      s.num_draft_tokens = 0;  // the rest were accepted: verified from now on
+    }
+    s.num_computed_tokens = q.num_computed_tokens + q.num_new_tokens - q.num_rejected;
     // Everything with KV written is verified: commit it so full blocks become hits.
     kv_.commit(s.id, std::span<const TokenId>(s.tokens).first(static_cast<std::size_t>(s.num_computed_tokens)));
   }

@@ -43,6 +43,7 @@ struct SequenceState {
   std::string cache_salt;
   SequenceStatus status = SequenceStatus::kWaiting;
   int num_preemptions = 0;
+  int num_draft_tokens = 0;      // the last tokens are unverified proposals (speculative decoding)
 
   int num_tokens() const { return static_cast<int>(tokens.size()); }
   int num_output_tokens() const { return num_tokens() - num_prompt_tokens; }
@@ -50,11 +51,16 @@ struct SequenceState {
 
 // One sequence's part of a step: feed tokens[num_computed_tokens,
 // num_computed_tokens + num_new_tokens); sample when that reaches the end.
+// With num_draft_tokens > 0 the last that many fed tokens are proposals: the
+// step needs logits for num_draft_tokens + 1 rows, and before complete_step
+// the engine sets num_rejected to the proposals verification turned down.
 struct ScheduledSequence {
   RequestId id = 0;
   int num_computed_tokens = 0;
   int num_new_tokens = 0;
   bool sample = false;
+  int num_draft_tokens = 0;
+  int num_rejected = 0;
 };
 
 struct StepPlan {
@@ -85,12 +91,22 @@ class Scheduler {
   // must have just finished its prefill (no output yet).
   void fork(RequestId parent, RequestId child);
 
+  // Running sequences about to decode one token (everything fed but the last
+  // token), in admission order: the ones that may speculate.
+  std::vector<RequestId> decode_candidates() const;
+  // Appends proposed tokens to a decode candidate; the next step feeds them
+  // with its last token and asks for logits of every one. Capped so that the
+  // sequence stays within max_model_len; dropped again if the step's budget
+  // or the pool cannot take them (speculation never preempts anyone).
+  void propose(RequestId id, std::span<const TokenId> draft);
+
   StepPlan schedule();
 
   // After the forward pass of `plan`: every scheduled sequence has its new
-  // tokens' KV written (complete_step commits them to the prefix cache); then
-  // the sequences whose plan said sample append the token the engine chose,
-  // forks are made and finished sequences leave.
+  // tokens' KV written; rejected proposals are rolled back (their tokens
+  // and slots dropped), and complete_step commits the rest to the prefix
+  // cache. Then the sequences whose plan said sample append the token the
+  // engine chose, forks are made and finished sequences leave.
   void complete_step(const StepPlan& plan);
   void append_token(RequestId id, TokenId token);
 
@@ -111,6 +127,7 @@ class Scheduler {
   std::size_t victim_index() const;
   void preempt(std::size_t running_index, StepPlan& plan);
   void enqueue_waiting(RequestId id, bool front);
+  void drop_drafts(SequenceState& s, int count);
   bool try_admit(SequenceState& s, int& budget, StepPlan& plan);
 
   SchedulerConfig config_;

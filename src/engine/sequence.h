@@ -42,6 +42,9 @@ class Sequence {
   SamplingRng& rng() { return rng_; }
   const TokenCounts& prompt_counts() const { return prompt_counts_; }
   const TokenCounts& output_counts() const { return output_counts_; }
+  // Verification extends the counts with proposals as it accepts them and
+  // restores them before returning.
+  TokenCounts& mutable_output_counts() { return output_counts_; }
 
  private:
   void release_text(bool final);

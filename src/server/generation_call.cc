@@ -175,6 +175,7 @@ void run_generation(const GenerationContext& context, GenerationJob job, httplib
     EngineRequest request;
     request.prompt = std::move(prompt);
     request.params = call->job.params;
+    request.speculative = call->job.speculative;
     try {
       call->streams.push_back(context.engine->submit(std::move(request)));
     } catch (const EngineError& e) {

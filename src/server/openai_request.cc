@@ -209,6 +209,7 @@ GenerationJob parse_completion_request(const Json& body, const ModelContext& mod
   GenerationJob job;
   job.endpoint = Endpoint::kCompletions;
   job.params = read_sampling(body, model);
+  job.speculative = get_bool(body, "speculative").value_or(true);
   read_stream_flags(body, job);
   job.echo = get_bool(body, "echo").value_or(false);
   if (auto suffix = get_string(body, "suffix"); suffix && !suffix->empty())
@@ -271,6 +272,7 @@ GenerationJob parse_chat_request(const Json& body, const ModelContext& model) {
   GenerationJob job;
   job.endpoint = Endpoint::kChatCompletions;
   job.params = read_sampling(body, model);
+  job.speculative = get_bool(body, "speculative").value_or(true);
   read_stream_flags(body, job);
   // max_completion_tokens is OpenAI's current name; max_tokens the older one.
   std::optional<std::int64_t> max_tokens = get_int(body, "max_tokens", std::numeric_limits<std::int64_t>::min(), kIntMax);

@@ -35,6 +35,7 @@ struct GenerationJob {
   bool include_usage = false;  // stream_options.include_usage
   bool echo = false;           // completions: the prompt text leads each choice
   bool logprobs = false;       // logprobs asked for (params.logprobs holds the top-n)
+  bool speculative = true;     // may use the server's speculative decoding ("speculative": false turns it off)
 
   int num_choices() const { return static_cast<int>(prompts.size()) * params.n; }
 };

@@ -81,6 +81,16 @@ std::string prometheus_metrics(const EngineStats* stats, const ServerCounters& c
               static_cast<double>(s.num_preemptions));
     w.counter("folio:prompt_tokens_total", "Prompt tokens of admitted requests.", static_cast<double>(s.prompt_tokens));
     w.counter("folio:generation_tokens_total", "Tokens generated.", static_cast<double>(s.generation_tokens));
+    w.counter("folio:spec_decode_num_drafts_total", "Decode steps of sequences that speculated.",
+              static_cast<double>(s.spec_steps));
+    w.counter("folio:spec_decode_num_draft_tokens_total", "Tokens proposed by speculative decoding.",
+              static_cast<double>(s.spec_proposed_tokens));
+    w.counter("folio:spec_decode_num_accepted_tokens_total", "Proposed tokens the target accepted.",
+              static_cast<double>(s.spec_accepted_tokens));
+    w.gauge("folio:spec_decode_acceptance_rate", "Accepted / proposed tokens since start (0 when none proposed).",
+            s.spec_proposed_tokens ? static_cast<double>(s.spec_accepted_tokens) / static_cast<double>(s.spec_proposed_tokens) : 0.0);
+    w.gauge("folio:spec_decode_mean_accepted_length", "Tokens emitted per speculating step: accepted + 1, averaged.",
+            s.spec_steps ? 1.0 + static_cast<double>(s.spec_accepted_tokens) / static_cast<double>(s.spec_steps) : 0.0);
     w.histogram("folio:time_to_first_token_seconds", "Time from arrival to the first generated token.",
                 s.time_to_first_token);
     w.histogram("folio:inter_token_latency_seconds", "Time between consecutive outputs of a request.",

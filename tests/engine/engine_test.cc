@@ -271,6 +271,77 @@ TEST_F(EngineTest, AbortFreesBlocksWithinAStep) {
   expect_pool_free(engine);
 }
 
+// Input-grounded prompts (the output repeats the input) make n-gram lookup
+// propose often; the others make it propose wrong tokens.
+std::vector<std::string> speculation_prompts() {
+  return {
+      "Repeat exactly: the cat sat on the mat, the cat sat on the mat, the cat sat on the mat,",
+      "def add(a, b):\n    return a + b\n\ndef add(a, b):\n    return a + b\n\ndef",
+      "Once upon a time",
+      "1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2,",
+  };
+}
+
+TEST_F(EngineTest, SpeculationNeverChangesAGreedyOutput) {
+  const auto texts = speculation_prompts();
+  std::vector<std::vector<TokenId>> want;
+  for (const auto& t : texts) want.push_back(run_alone(config(), greedy(t, 24)));
+  for (int k = 1; k <= 8; ++k) {
+    EngineConfig c = config();
+    c.speculative.method = SpeculativeConfig::Method::kNgram;
+    c.speculative.num_tokens = k;
+    Engine engine(session_, c);
+    // Alone, one after the other (for a few k) ...
+    if (k == 1 || k == 4 || k == 8)
+      for (std::size_t i = 0; i < texts.size(); ++i)
+        EXPECT_EQ(collect(*engine.submit(greedy(texts[i], 24))).tokens.at(0), want[i]) << "k " << k << " prompt " << i;
+    // ... and all at once (every k).
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (const auto& t : texts) streams.push_back(engine.submit(greedy(t, 24)));
+    for (std::size_t i = 0; i < texts.size(); ++i)
+      EXPECT_EQ(collect(*streams[i]).tokens.at(0), want[i]) << "batched, k " << k << " prompt " << i;
+    const EngineStats st = engine.stats();
+    EXPECT_GT(st.spec_proposed_tokens, 0);
+    EXPECT_GT(st.spec_accepted_tokens, 0);
+    EXPECT_LT(st.spec_accepted_tokens, st.spec_proposed_tokens);  // some were rejected and rolled back
+    expect_pool_free(engine);
+  }
+}
+
+TEST_F(EngineTest, DraftModelSpeculationNeverChangesAGreedyOutput) {
+  const auto texts = speculation_prompts();
+  std::vector<std::vector<TokenId>> want;
+  for (const auto& t : texts) want.push_back(run_alone(config(), greedy(t, 16)));
+  for (int k : {1, 3, 8}) {
+    EngineConfig c = config();
+    c.speculative.method = SpeculativeConfig::Method::kDraft;
+    c.speculative.num_tokens = k;
+    // The model as its own draft: every mechanism runs (catch-up, batched
+    // proposals, rollback of the draft's cache) and proposals are mostly right.
+    c.speculative.draft_model_path = folio::testing::model_path(folio::testing::kSmolLM2);
+    Engine engine(session_, c);
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (const auto& t : texts) streams.push_back(engine.submit(greedy(t, 16)));
+    for (std::size_t i = 0; i < texts.size(); ++i)
+      EXPECT_EQ(collect(*streams[i]).tokens.at(0), want[i]) << "k " << k << " prompt " << i;
+    EXPECT_GT(engine.stats().spec_accepted_tokens, 0);
+    expect_pool_free(engine);
+  }
+}
+
+TEST_F(EngineTest, DraftModelWithAnotherVocabularyIsRefused) {
+  FOLIO_REQUIRE_MODEL(qwen, folio::testing::kQwen05B);
+  EngineConfig c = config();
+  c.speculative.method = SpeculativeConfig::Method::kDraft;
+  c.speculative.draft_model_path = qwen;
+  try {
+    Engine engine(session_, c);
+    FAIL() << "a Qwen draft for SmolLM2 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("vocabulary"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(EngineTest, InvalidRequestsAreRefusedWithReasons) {
   Engine engine(session_, config());
   EngineRequest empty;

@@ -1,0 +1,31 @@
+// Proposer: guesses the next tokens of running sequences for speculative
+// decoding; the target model then checks them all in one forward pass
+// (see verifier.h). Proposals are deterministic (greedy), which keeps the
+// verification rule simple and exact.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "kv/kv_types.h"
+
+namespace folio {
+
+struct ProposalRequest {
+  RequestId id = 0;
+  std::span<const TokenId> tokens;  // prompt and accepted output; the last one is not yet in the target's cache
+  int max_tokens = 0;               // propose at most this many
+};
+
+class Proposer {
+ public:
+  virtual ~Proposer() = default;
+  // out[i] gets up to requests[i].max_tokens proposals (possibly none).
+  virtual void propose(std::span<const ProposalRequest> requests, std::vector<std::vector<TokenId>>& out) = 0;
+  // Verification kept `num_accepted` of the proposals last made for `id`.
+  virtual void accepted(RequestId id, int num_accepted) {}
+  // The sequence finished or was preempted: forget what is kept for it.
+  virtual void release(RequestId id) {}
+};
+
+}  // namespace folio

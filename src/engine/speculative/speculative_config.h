@@ -1,0 +1,19 @@
+// SpeculativeConfig: the server-wide choice of speculative decoding.
+#pragma once
+
+#include <string>
+
+namespace folio {
+
+// Speculative decoding: a proposer guesses up to num_tokens next tokens of
+// each decoding sequence and the target checks them in the normal step.
+struct SpeculativeConfig {
+  enum class Method { kNone, kNgram, kDraft };
+  Method method = Method::kNone;
+  int num_tokens = 4;              // proposals per step (k)
+  int ngram_min = 1;               // n-gram lookup: shortest and longest n tried
+  int ngram_max = 4;
+  std::string draft_model_path;    // kDraft: a smaller model with the same vocabulary
+};
+
+}  // namespace folio
