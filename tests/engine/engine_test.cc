@@ -292,9 +292,11 @@ TEST_F(EngineTest, SpeculationNeverChangesAGreedyOutput) {
     c.speculative.num_tokens = k;
     Engine engine(session_, c);
     // Alone, one after the other (for a few k) ...
-    if (k == 1 || k == 4 || k == 8)
-      for (std::size_t i = 0; i < texts.size(); ++i)
+    if (k == 1 || k == 4 || k == 8) {
+      for (std::size_t i = 0; i < texts.size(); ++i) {
         EXPECT_EQ(collect(*engine.submit(greedy(texts[i], 24))).tokens.at(0), want[i]) << "k " << k << " prompt " << i;
+      }
+    }
     // ... and all at once (every k).
     std::vector<std::shared_ptr<RequestStream>> streams;
     for (const auto& t : texts) streams.push_back(engine.submit(greedy(t, 24)));
