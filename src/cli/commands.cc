@@ -1,6 +1,7 @@
 #include "cli/commands.h"
 
 #include <cstdlib>
+#include <filesystem>
 
 namespace folio::cli {
 
@@ -11,6 +12,7 @@ void register_commands(CLI::App& app) {
   add_perplexity(app);
   add_kv_calc(app);
   add_serve(app);
+  add_bench(app);
 }
 
 std::string default_model_path() {
@@ -22,6 +24,20 @@ std::string default_model_path() {
     dir = std::string(home ? home : ".") + "/.cache/folio/models";
   }
   return dir + "/smollm2-135m-instruct-q4_1.gguf";
+}
+
+std::string find_near_binary(const std::vector<std::string>& candidates) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path exe_dir = fs::read_symlink("/proc/self/exe", ec).parent_path();
+  for (const std::string& c : candidates) {
+    for (const fs::path& base : {exe_dir, exe_dir.parent_path(), fs::current_path()}) {
+      if (base.empty()) continue;
+      const fs::path p = base / c;
+      if (fs::exists(p, ec)) return p.string();
+    }
+  }
+  return {};
 }
 
 }  // namespace folio::cli

@@ -43,10 +43,7 @@ void run(const RunOptions& o) {
     nlohmann::ordered_json messages = nlohmann::ordered_json::array();
     if (!o.system.empty()) messages.push_back({{"role", "system"}, {"content", o.system}});
     messages.push_back({{"role", "user"}, {"content", o.prompt}});
-    ChatRenderOptions render;
-    render.bos_token = vocab.bos_id >= 0 ? vocab.tokens[vocab.bos_id] : "";
-    render.eos_token = vocab.eos_id >= 0 ? vocab.tokens[vocab.eos_id] : "";
-    text = session->chat_template->render(messages, render);
+    text = session->chat_template->render(messages, chat_render_options(vocab));
   }
   EngineRequest request;
   request.prompt = session->tokenizer->encode(text, /*add_special=*/true, /*parse_special=*/o.chat);

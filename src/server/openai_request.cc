@@ -187,11 +187,8 @@ std::vector<TokenId> tokenize_chat(const Json& body, const ModelContext& model, 
                                           i, role));
     messages.push_back(Json{{"role", role}, {"content", message_content(m, i)}});
   }
-  ChatRenderOptions options;
+  ChatRenderOptions options = chat_render_options(model.tokenizer->vocab());
   options.add_generation_prompt = add_generation_prompt;
-  const Vocab& vocab = model.tokenizer->vocab();
-  if (vocab.bos_id >= 0) options.bos_token = vocab.tokens[static_cast<std::size_t>(vocab.bos_id)];
-  if (vocab.eos_id >= 0) options.eos_token = vocab.tokens[static_cast<std::size_t>(vocab.eos_id)];
   if (const Json* kwargs = get_object(body, "chat_template_kwargs")) options.extra = *kwargs;
   std::string text;
   try {

@@ -5,6 +5,7 @@
 
 #include "model/gguf_file.h"
 #include "tokenizer/jinja_json.h"
+#include "tokenizer/vocab.h"
 
 namespace folio {
 
@@ -55,6 +56,13 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& messages, const C
   render_options.limits.max_output_bytes = std::max(options.limits.max_output_bytes, 4 * input_bytes);
   render_options.now = options.now;
   return template_->render(variables, render_options);
+}
+
+ChatRenderOptions chat_render_options(const Vocab& vocab) {
+  ChatRenderOptions options;
+  if (vocab.bos_id >= 0) options.bos_token = vocab.tokens[static_cast<std::size_t>(vocab.bos_id)];
+  if (vocab.eos_id >= 0) options.eos_token = vocab.tokens[static_cast<std::size_t>(vocab.eos_id)];
+  return options;
 }
 
 std::string render_chat(const std::string& template_source, const nlohmann::ordered_json& messages,

@@ -15,6 +15,7 @@
 namespace folio {
 
 class GgufFile;
+struct Vocab;
 
 struct ChatRenderOptions {
   bool add_generation_prompt = true;
@@ -56,6 +57,10 @@ class ChatTemplate {
   std::string source_;
   std::shared_ptr<const jinja::JinjaTemplate> template_;
 };
+
+// Render options whose bos_token and eos_token are the vocab's (empty when
+// it has none), the rest at their defaults.
+ChatRenderOptions chat_render_options(const Vocab& vocab);
 
 // One-shot convenience: parse `template_source` and render it.
 std::string render_chat(const std::string& template_source, const nlohmann::ordered_json& messages,

@@ -1,0 +1,26 @@
+// run_server: a workload against an OpenAI-compatible server (folio serve,
+// vLLM, llama-server) over streaming POST /v1/completions with token-id
+// prompts, greedy, max_tokens and the request's ignore_eos (random-token
+// prompts: outputs have their set length); timings are taken as the
+// server-sent events arrive.
+#pragma once
+
+#include <string>
+
+#include "cli/bench_progress.h"
+#include "cli/bench_report.h"
+#include "cli/bench_workload.h"
+
+namespace folio::cli {
+
+struct ServerTarget {
+  std::string url;          // http://host:port, without /v1
+  std::string api_key;      // sent as a bearer token when set
+  std::string model_name;   // the request's "model"; empty: left out
+  double timeout_s = 1800;  // for one whole request
+};
+
+RunTimings run_server(const ServerTarget& target, const BenchWorkload& workload, int max_concurrency,
+                      BenchProgress& progress);
+
+}  // namespace folio::cli
