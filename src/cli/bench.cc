@@ -147,16 +147,38 @@ void compare_outputs(const RunTimings& a, const RunTimings& b, Comparison& c) {
   }
 }
 
-// Speculative decoding over one run: the engine's counters' growth.
-struct SpeculationFigures {
+// The engine's counters' growth over the measured runs: speculative
+// decoding, and KV paging waste (slots of allocated blocks holding no token,
+// summed over steps).
+struct EngineFigures {
   std::int64_t proposed = 0;
   std::int64_t accepted = 0;
   std::int64_t steps = 0;  // decode steps of sequences that speculated
+  std::int64_t kv_slot_steps = 0;
+  std::int64_t kv_empty_slot_steps = 0;
+  std::int64_t engine_steps = 0;
+  std::int64_t preemptions = 0;
+
+  void add(const EngineStats& before, const EngineStats& after) {
+    proposed += after.spec_proposed_tokens - before.spec_proposed_tokens;
+    accepted += after.spec_accepted_tokens - before.spec_accepted_tokens;
+    steps += after.spec_steps - before.spec_steps;
+    kv_slot_steps += after.kv_slot_steps - before.kv_slot_steps;
+    kv_empty_slot_steps += after.kv_empty_slot_steps - before.kv_empty_slot_steps;
+    engine_steps += after.num_steps - before.num_steps;
+    preemptions += after.num_preemptions - before.num_preemptions;
+  }
+  double kv_waste() const {
+    return kv_slot_steps ? static_cast<double>(kv_empty_slot_steps) / static_cast<double>(kv_slot_steps) : 0;
+  }
 
   double acceptance_rate() const { return proposed ? static_cast<double>(accepted) / static_cast<double>(proposed) : 0; }
   // Tokens emitted per speculating step: accepted + 1.
   double mean_accepted_length() const { return steps ? 1.0 + static_cast<double>(accepted) / static_cast<double>(steps) : 0; }
-  Json to_json() const {
+  Json engine_json() const {
+    return Json{{"steps", engine_steps}, {"preemptions", preemptions}, {"kv_paging_waste", kv_waste()}};
+  }
+  Json speculation_json() const {
     return Json{{"proposed_tokens", proposed},
                 {"accepted_tokens", accepted},
                 {"speculating_steps", steps},
@@ -165,13 +187,13 @@ struct SpeculationFigures {
   }
 };
 
-SpeculationFigures speculation_since(const Engine& engine, const EngineStats& before) {
-  const EngineStats now = engine.stats();
-  return {now.spec_proposed_tokens - before.spec_proposed_tokens,
-          now.spec_accepted_tokens - before.spec_accepted_tokens, now.spec_steps - before.spec_steps};
+std::string format_engine(const EngineFigures& f) {
+  return fmt::format("engine: {} steps, {} preemptions; KV paging waste {:.2f}% (allocated slots holding no token, "
+                     "averaged over steps)\n",
+                     f.engine_steps, f.preemptions, 100.0 * f.kv_waste());
 }
 
-std::string format_speculation(const SpeculationFigures& f) {
+std::string format_speculation(const EngineFigures& f) {
   return fmt::format("speculation: {} tokens proposed, {} accepted ({:.1f}%), {:.2f} tokens per speculating step\n",
                      f.proposed, f.accepted, 100.0 * f.acceptance_rate(), f.mean_accepted_length());
 }
@@ -323,19 +345,14 @@ void bench(BenchOptions o) {
   Comparison comparison;
   comparison.peer_name = o.compare_speculation ? "no-spec" : o.peer;
   if (o.compare_speculation) comparison.folio_name = "spec";
-  SpeculationFigures speculation;
+  EngineFigures engine_figures;
   Json saved = Json::array();
   for (int r = 0; r < o.repetitions; ++r) {
     const std::string of = o.repetitions > 1 ? fmt::format(" {}/{}", r + 1, o.repetitions) : "";
     BenchWorkload& workload = workloads[static_cast<std::size_t>(r)];
     const EngineStats before = engine ? engine->stats() : EngineStats{};
     RunTimings mine = run_folio(workload, "folio" + of);
-    if (engine) {
-      const SpeculationFigures f = speculation_since(*engine, before);
-      speculation.proposed += f.proposed;
-      speculation.accepted += f.accepted;
-      speculation.steps += f.steps;
-    }
+    if (engine) engine_figures.add(before, engine->stats());
     comparison.folio.push_back(summarize(mine));
     if (!o.save_timings.empty()) saved.push_back({{"engine", "folio"}, {"repetition", r}, {"timings", to_json(mine)}});
     if (comparison.folio.back().num_failed > 0) {
@@ -396,7 +413,8 @@ void bench(BenchOptions o) {
            {"repetitions", o.repetitions},
            {"load_average", {{"before", load_before}, {"after", load_after}}},
            {"folio", {{"median", to_json(folio_median)}, {"runs", std::move(folio_runs)}}}};
-    if (engine && !o.speculative.method.empty()) j["speculation"] = speculation.to_json();
+    if (engine) j["engine_figures"] = engine_figures.engine_json();
+    if (engine && !o.speculative.method.empty()) j["speculation"] = engine_figures.speculation_json();
     if (peer) {
       j["peer"] = to_json(comparison);
       j["peer"]["info"] = peer->info();
@@ -408,7 +426,8 @@ void bench(BenchOptions o) {
   const std::string what = o.repetitions > 1 ? fmt::format(" (median of {})", o.repetitions) : "";
   const std::string title = server_mode ? o.server.url : "folio";
   std::printf("%s", format_summary(title + what, folio_median).c_str());
-  if (engine && !o.speculative.method.empty()) std::printf("%s", format_speculation(speculation).c_str());
+  if (engine) std::printf("%s", format_engine(engine_figures).c_str());
+  if (engine && !o.speculative.method.empty()) std::printf("%s", format_speculation(engine_figures).c_str());
   if (peer || o.compare_speculation) {
     std::printf("%s", format_summary(comparison.peer_name + what, median_summary(comparison.peer)).c_str());
     std::printf("%s", format_comparison(comparison).c_str());
