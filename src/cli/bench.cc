@@ -23,6 +23,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -168,6 +169,18 @@ struct EngineFigures {
     engine_steps += after.num_steps - before.num_steps;
     preemptions += after.num_preemptions - before.num_preemptions;
   }
+  // A server's counters, from its /metrics (folio serve exports these).
+  void add(const std::map<std::string, double>& before, const std::map<std::string, double>& after) {
+    auto delta = [&](const char* name) {
+      const auto a = after.find(name), b = before.find(name);
+      if (a == after.end() || b == before.end()) return std::int64_t{0};
+      return static_cast<std::int64_t>(a->second - b->second);
+    };
+    proposed += delta("folio:spec_decode_num_draft_tokens_total");
+    accepted += delta("folio:spec_decode_num_accepted_tokens_total");
+    steps += delta("folio:spec_decode_num_drafts_total");
+    preemptions += delta("folio:num_preemptions_total");
+  }
   double kv_waste() const {
     return kv_slot_steps ? static_cast<double>(kv_empty_slot_steps) / static_cast<double>(kv_slot_steps) : 0;
   }
@@ -263,6 +276,9 @@ void bench(BenchOptions o) {
   if (o.compare_speculation && !o.peer.empty()) fail("--compare-speculation and --peer are separate runs; give one");
   if (o.compare_speculation && !server_mode && o.speculative.method.empty())
     fail("--compare-speculation needs --speculative (ngram or draft:PATH)");
+  if (server_mode && !o.speculative.method.empty())
+    fail("--speculative configures the in-process engine; a server speculates as it was started (folio serve "
+         "--speculative), and --compare-speculation turns it off per request");
   const DType kv_dtype = *parse_dtype(o.kv_dtype);
   const ModelSessionOptions session_options = o.model.resolved();
   const int threads = o.model.session.threads > 0 ? o.model.session.threads : hardware_threads();
@@ -351,8 +367,10 @@ void bench(BenchOptions o) {
     const std::string of = o.repetitions > 1 ? fmt::format(" {}/{}", r + 1, o.repetitions) : "";
     BenchWorkload& workload = workloads[static_cast<std::size_t>(r)];
     const EngineStats before = engine ? engine->stats() : EngineStats{};
+    const std::map<std::string, double> metrics_before = server_mode ? scrape_metrics(o.server) : std::map<std::string, double>{};
     RunTimings mine = run_folio(workload, "folio" + of);
     if (engine) engine_figures.add(before, engine->stats());
+    if (server_mode) engine_figures.add(metrics_before, scrape_metrics(o.server));
     comparison.folio.push_back(summarize(mine));
     if (!o.save_timings.empty()) saved.push_back({{"engine", "folio"}, {"repetition", r}, {"timings", to_json(mine)}});
     if (comparison.folio.back().num_failed > 0) {
@@ -414,7 +432,8 @@ void bench(BenchOptions o) {
            {"load_average", {{"before", load_before}, {"after", load_after}}},
            {"folio", {{"median", to_json(folio_median)}, {"runs", std::move(folio_runs)}}}};
     if (engine) j["engine_figures"] = engine_figures.engine_json();
-    if (engine && !o.speculative.method.empty()) j["speculation"] = engine_figures.speculation_json();
+    if (engine_figures.proposed > 0 || (engine && !o.speculative.method.empty()))
+      j["speculation"] = engine_figures.speculation_json();
     if (peer) {
       j["peer"] = to_json(comparison);
       j["peer"]["info"] = peer->info();
@@ -427,7 +446,8 @@ void bench(BenchOptions o) {
   const std::string title = server_mode ? o.server.url : "folio";
   std::printf("%s", format_summary(title + what, folio_median).c_str());
   if (engine) std::printf("%s", format_engine(engine_figures).c_str());
-  if (engine && !o.speculative.method.empty()) std::printf("%s", format_speculation(engine_figures).c_str());
+  if (engine_figures.proposed > 0 || (engine && !o.speculative.method.empty()))
+    std::printf("%s", format_speculation(engine_figures).c_str());
   if (peer || o.compare_speculation) {
     std::printf("%s", format_summary(comparison.peer_name + what, median_summary(comparison.peer)).c_str());
     std::printf("%s", format_comparison(comparison).c_str());

@@ -141,4 +141,31 @@ RunTimings run_server(const ServerTarget& target, const BenchWorkload& workload,
   });
 }
 
+std::map<std::string, double> scrape_metrics(const ServerTarget& target) {
+  httplib::Client client(target.url);
+  client.set_read_timeout(std::chrono::seconds(10));
+  if (!target.api_key.empty()) client.set_bearer_token_auth(target.api_key.c_str());
+  std::map<std::string, double> samples;
+  httplib::Result result = client.Get("/metrics");
+  if (!result || result->status != 200) return samples;
+  const std::string& text = result->body;
+  for (std::size_t pos = 0; pos < text.size();) {
+    std::size_t eol = text.find('\n', pos);
+    if (eol == std::string::npos) eol = text.size();
+    const std::string line = text.substr(pos, eol - pos);
+    pos = eol + 1;
+    if (line.empty() || line[0] == '#') continue;
+    // name{labels} value: the labels are dropped and samples of one name summed.
+    const std::size_t name_end = line.find_first_of("{ ");
+    const std::size_t space = line.rfind(' ');
+    if (name_end == std::string::npos || space == std::string::npos || space < name_end) continue;
+    try {
+      samples[line.substr(0, name_end)] += std::stod(line.substr(space + 1));
+    } catch (const std::exception&) {
+      // not a number: not a sample we read
+    }
+  }
+  return samples;
+}
+
 }  // namespace folio::cli

@@ -5,6 +5,7 @@
 // server-sent events arrive.
 #pragma once
 
+#include <map>
 #include <string>
 
 #include "cli/bench_progress.h"
@@ -22,5 +23,10 @@ struct ServerTarget {
 
 RunTimings run_server(const ServerTarget& target, const BenchWorkload& workload, int max_concurrency,
                       BenchProgress& progress);
+
+// The server's Prometheus samples from GET /metrics, name -> value with the
+// labels dropped and the samples of one name summed (one model per server);
+// empty when it has none or cannot be reached (not every server exports them).
+std::map<std::string, double> scrape_metrics(const ServerTarget& target);
 
 }  // namespace folio::cli

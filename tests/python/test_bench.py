@@ -76,10 +76,13 @@ def test_text_dataset_with_speculation_keeps_the_outputs():
 
 
 def test_server_mode_matches_the_workload(tmp_path_factory):
-    server = start_folio_server(tmp_path_factory, "bench-serve", "--kv-cache-memory", "64MiB")
+    server = start_folio_server(tmp_path_factory, "bench-serve", "--kv-cache-memory", "64MiB",
+                                "--speculative", "ngram")
     try:
         r = bench_json("--url", server.url, "--num-prompts", "5", "--input-len", "16", "--output-len", "10",
                        "--max-concurrency", "3")
+        s = bench_json("--url", server.url, "--dataset", "grounded", "--num-prompts", "2", "--output-len", "32",
+                       "--max-concurrency", "1", "--compare-speculation")
     finally:
         assert server.stop() == 0
     m = r["folio"]["median"]
@@ -88,6 +91,11 @@ def test_server_mode_matches_the_workload(tmp_path_factory):
     assert m["output_tokens"] == 5 * 10
     assert m["prompt_tokens"] == 5 * 16
     check_latency_order(m["ttft_ms"])
+    # The server's own counters, read from /metrics around the speculating runs.
+    assert s["speculation"]["proposed_tokens"] > 0
+    assert s["no_speculation"]["median"]["output_throughput"]["peer"] > 0
+    # The same greedy text with and without speculation: the same token counts.
+    assert s["folio"]["median"]["output_tokens"] == s["no_speculation"]["peer_runs"][0]["output_tokens"]
 
 
 def test_server_mode_reports_an_unreachable_server():
@@ -100,6 +108,7 @@ def test_server_mode_reports_an_unreachable_server():
 @pytest.mark.parametrize("args,message", [
     (["--dataset", "/nonexistent.jsonl"], "cannot open"),
     (["--compare-speculation"], "needs --speculative"),
+    (["--url", "http://127.0.0.1:9", "--speculative", "ngram"], "a server speculates as it was started"),
     (["--request-rate", "fast"], "is not a number"),
     (["--suite", "bandwidth", "--bandwidth-size", "lots"], "is not a size"),
 ])
