@@ -11,6 +11,11 @@
 The prompts are tokenized by llama.cpp so both references and folio see the
 same ids. Outputs go to tests/data/reference/<model>.json (small, committed).
 
+3. For models with sliding-window layers (--long-context, Gemma 3 by
+   default): transformers' logits over the last positions of one sequence
+   longer than the window (the first LONG_TOKENS tokens of the GPL-3 text), in
+   tests/data/reference/<model>.long.json.
+
 Run in the reference environment (scripts/setup_reference.sh makes it):
     build/venv-ref/bin/python scripts/make_model_goldens.py [--models NAME ...]
 """
@@ -26,10 +31,15 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT_DIR = ROOT / "tests" / "data" / "reference"
 TOP_K = 8
 CONTINUATION_TOKENS = 64
+LONG_TEXT = Path("/usr/share/common-licenses/GPL-3")
+LONG_TOKENS = 800      # beyond Gemma 3's 512-token window
+LONG_CHECKED = 160     # positions at the end whose logits are stored
+LONG_CONTEXT_MODELS = ["gemma-3-270m"]
 
 MODELS = {
     "smollm2-135m-instruct-q4_1": "smollm2-135m-instruct-q4_1.gguf",
     "qwen2.5-coder-0.5b-instruct": "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+    "gemma-3-270m": "gemma-3-270m-q4_k_m.gguf",
 }
 
 # Twenty prompts: plain prose, chat-formatted turns, code, lists and numbers.
@@ -114,11 +124,30 @@ def llama_cpp_continuations(path: Path, sequences: list[list[int]]) -> list[dict
     return out
 
 
+def long_context_golden(path: Path) -> dict:
+    from llama_cpp import Llama
+
+    llm = Llama(model_path=str(path), vocab_only=True, verbose=False)
+    ids = llm.tokenize(LONG_TEXT.read_bytes(), add_bos=True, special=False)[:LONG_TOKENS]
+    ref = transformers_logits(path, [ids])[0]
+    first = len(ids) - LONG_CHECKED
+    return {"model": path.name, "text": str(LONG_TEXT), "token_ids": ids, "first_checked": first,
+            "transformers": {k: v[first:] for k, v in ref.items()}}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--models", nargs="*", default=list(MODELS))
+    ap.add_argument("--long-context", nargs="*", default=None, metavar="MODEL",
+                    help=f"only the long-context goldens, of these models (default {LONG_CONTEXT_MODELS})")
     args = ap.parse_args()
     OUT_DIR.mkdir(parents=True, exist_ok=True)
+    if args.long_context is not None:
+        for name in args.long_context or LONG_CONTEXT_MODELS:
+            dest = OUT_DIR / f"{name}.long.json"
+            dest.write_text(json.dumps(long_context_golden(models_dir() / MODELS[name]), separators=(",", ":")) + "\n")
+            print(f"wrote {dest} ({dest.stat().st_size} bytes)")
+        return
     for name in args.models:
         path = models_dir() / MODELS[name]
         sequences = tokenize_all(path)

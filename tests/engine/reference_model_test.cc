@@ -27,6 +27,7 @@ constexpr double kDecisiveMargin = 0.75;
 struct ReferenceCase {
   const char* model_file;
   const char* golden;
+  const char* test_name;
 };
 
 nlohmann::json load_golden(const std::string& name) {
@@ -123,13 +124,50 @@ TEST_P(ReferenceModelTest, NextTokensFollowLlamaCppAlongItsOwnContinuation) {
               worst_disagreement_margin);
   EXPECT_EQ(decisive_agree, decisive);
   EXPECT_GE(agree * 100, steps * 95);
-
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, ReferenceModelTest,
-                         ::testing::Values(ReferenceCase{folio::testing::kSmolLM2, "smollm2-135m-instruct-q4_1"},
-                                           ReferenceCase{folio::testing::kQwen05B, "qwen2.5-coder-0.5b-instruct"}),
-                         [](const auto& param_info) { return std::string(param_info.param.golden[0] == 's' ? "SmolLM2" : "Qwen05B"); });
+// Sliding-window attention (Gemma 3: 512 tokens on five layers of six)
+// against transformers over a sequence longer than the window, fed in
+// prefill chunks whose edges fall inside and across the window's.
+TEST(ReferenceModelLongContextTest, Gemma3SlidingWindowMatchesTransformers) {
+  FOLIO_REQUIRE_MODEL(path, folio::testing::kGemma3);
+  const nlohmann::json golden = load_golden("gemma-3-270m.long");
+  const std::vector<TokenId> ids = golden["token_ids"].get<std::vector<TokenId>>();
+  const std::size_t first = golden["first_checked"].get<std::size_t>();
+  const auto& ref = golden["transformers"];
+  ASSERT_GT(ids.size(), 512u);
+  CpuBackend backend(0, {}, MatmulPrecision::kF32);
+  LoadedModel model = load_model(path, backend);
+  GreedyRunner runner(backend, model, static_cast<std::int64_t>(ids.size()), 1);
+  const std::int64_t V = runner.vocab_size();
+  for (std::int64_t chunk : {0, 200}) {
+    const std::vector<float> logits = runner.teacher_forced(ids, chunk);
+    double max_diff = 0;
+    int top1_agree = 0, decisive = 0;
+    for (std::size_t i = 0; first + i < ids.size(); ++i) {
+      const float* row = logits.data() + (first + i) * V;
+      const auto& top_ids = ref["top_ids"][i];
+      const auto& top_logits = ref["top_logits"][i];
+      for (std::size_t k = 0; k < top_ids.size(); ++k)
+        max_diff = std::max(max_diff, std::abs(row[top_ids[k].get<int>()] - top_logits[k].get<double>()));
+      if (top_logits[0].get<double>() - top_logits[1].get<double>() > 1e-3) {
+        ++decisive;
+        if (std::max_element(row, row + V) - row == top_ids[0].get<int>()) ++top1_agree;
+      }
+    }
+    std::printf("[gemma-3-270m, %zu tokens, chunk %ld] positions %zu..%zu: max |logit diff| %.2e, top-1 %d/%d\n",
+                ids.size(), static_cast<long>(chunk), first, ids.size() - 1, max_diff, top1_agree, decisive);
+    EXPECT_LE(max_diff, 1e-2);
+    EXPECT_EQ(top1_agree, decisive);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Models, ReferenceModelTest,
+    ::testing::Values(ReferenceCase{folio::testing::kSmolLM2, "smollm2-135m-instruct-q4_1", "SmolLM2"},
+                      ReferenceCase{folio::testing::kQwen05B, "qwen2.5-coder-0.5b-instruct", "Qwen05B"},
+                      ReferenceCase{folio::testing::kGemma3, "gemma-3-270m", "Gemma3"}),
+    [](const auto& param_info) { return std::string(param_info.param.test_name); });
 
 }  // namespace
 }  // namespace folio

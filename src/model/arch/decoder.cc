@@ -67,6 +67,15 @@ DecoderModel::DecoderModel(ModelConfig config, DecoderFeatures features, const W
   }
   const Tensor* freq_factors = w.get_optional("rope_freqs.weight", {c.rope.dim / 2});
   rope_ = make_rope_table(config_, freq_factors);
+  if (features_.sliding_window_rope_base > 0) {
+    ModelConfig local = config_;
+    local.rope.base = features_.sliding_window_rope_base;
+    local.rope.scaling = RopeScaling::kNone;
+    sliding_window_rope_ = make_rope_table(local, nullptr);
+  }
+  for (Layer& layer : layers_)
+    layer.rope = layer.attention.sliding_window > 0 && features_.sliding_window_rope_base > 0 ? &sliding_window_rope_
+                                                                                             : &rope_;
 }
 
 void DecoderModel::forward(const ForwardBatch& batch, std::vector<PagedKv>& kv, const Workspace& ws,
@@ -107,8 +116,8 @@ void DecoderModel::forward(const ForwardBatch& batch, std::vector<PagedKv>& kv, 
       be.rms_norm(qr, *layer.q_norm, c.rms_norm_eps, qr);
       be.rms_norm(kr, *layer.k_norm, c.rms_norm_eps, kr);
     }
-    be.rope(q3, batch.meta.positions, rope_);
-    be.rope(k3, batch.meta.positions, rope_);
+    be.rope(q3, batch.meta.positions, *layer.rope);
+    be.rope(k3, batch.meta.positions, *layer.rope);
     be.write_kv(k3, v.reshaped({T, kv_heads, vd}), batch.meta.slot_mapping, kv[l]);
     Tensor attn3 = attn.reshaped({T, heads, vd});
     be.attention(q3, kv[l], batch.meta, layer.attention, attn3);

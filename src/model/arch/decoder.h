@@ -18,6 +18,9 @@ struct DecoderFeatures {
   GluActivation activation = GluActivation::kSilu;
   float attention_scale = 0.0f;     // 0: 1/sqrt(head_dim)
   float attn_softcap = 0.0f;
+  // RoPE base of the sliding-window layers, unscaled (gemma3: 10,000); 0: the
+  // config's RoPE everywhere.
+  float sliding_window_rope_base = 0.0f;
 };
 
 class DecoderModel : public Model {
@@ -43,6 +46,7 @@ class DecoderModel : public Model {
     const Tensor* w_up;
     const Tensor* w_down;
     const Tensor* post_ffn_norm;
+    const RopeTable* rope;
     AttentionParams attention;
   };
 
@@ -53,6 +57,7 @@ class DecoderModel : public Model {
   const Tensor* output_;  // token_embd_ when tied
   std::vector<Layer> layers_;
   RopeTable rope_;
+  RopeTable sliding_window_rope_;
 };
 
 // The rotary table of a config, with linear scaling and optional per-pair

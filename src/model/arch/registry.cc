@@ -5,7 +5,7 @@
 namespace folio {
 
 namespace {
-const std::array<const ArchEntry*, 2> kArchs = {&kLlamaArch, &kQwen2Arch};
+const std::array<const ArchEntry*, 3> kArchs = {&kLlamaArch, &kQwen2Arch, &kGemma3Arch};
 }
 
 const ArchEntry* find_arch(std::string_view name) {

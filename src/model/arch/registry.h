@@ -23,6 +23,7 @@ struct ArchEntry {
 // One entry per architecture file.
 extern const ArchEntry kLlamaArch;
 extern const ArchEntry kQwen2Arch;
+extern const ArchEntry kGemma3Arch;
 
 const ArchEntry* find_arch(std::string_view name);
 std::vector<std::string_view> arch_names();
