@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/buffer.h"
+#include "backend/kv_pool.h"
 #include "tensor/tensor.h"
 
 namespace folio {
@@ -26,19 +27,21 @@ struct RopeTable {
   std::vector<float> inv_freq;      // [dim / 2]
 };
 
-// The paged KV cache of one layer. Layout, per pool:
-//   k: [num_blocks, num_kv_heads, block_size, head_dim]
-//   v: [num_blocks, num_kv_heads, block_size, value_head_dim]
-// so that one head's keys within a block are contiguous for attention reads.
-// A token's slot is block_id * block_size + offset.
+// The paged KV cache of one layer: a K pool and a V pool of num_blocks blocks
+// of block_size tokens, each in its own KvDType. A token's slot is
+// block_id * block_size + offset.
 struct PagedKv {
-  Tensor k;
-  Tensor v;
+  KvPool k;
+  KvPool v;
   std::int64_t block_size = 16;
-  std::int64_t num_blocks() const { return k.shape[0]; }
-  std::int64_t num_kv_heads() const { return k.shape[1]; }
-  std::int64_t head_dim() const { return k.shape[3]; }
-  std::int64_t value_head_dim() const { return v.shape[3]; }
+  std::int64_t num_blocks() const { return k.codes.shape[0]; }
+  std::int64_t num_kv_heads() const { return k.codes.shape[1]; }
+  std::int64_t head_dim() const { return k.dim; }
+  std::int64_t value_head_dim() const { return v.dim; }
+  // Row of (slot, kv_head) in either pool.
+  std::int64_t row_of(std::int64_t slot, std::int64_t kv_head) const {
+    return ((slot / block_size) * num_kv_heads() + kv_head) * block_size + slot % block_size;
+  }
 };
 
 // Where each token of a flattened ragged batch belongs; all int32 on device.
@@ -95,20 +98,22 @@ class Backend {
   virtual void scale(Tensor& x, float s) = 0;
 
   // Writes k: [num_tokens, num_kv_heads, head_dim] and v likewise into the
-  // cache slots of slot_mapping (negative slots are skipped).
+  // cache slots of slot_mapping (negative slots are skipped), each row
+  // encoded in its pool's type (codes and scales) from its own numbers only.
   virtual void write_kv(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, PagedKv& kv) = 0;
 
   // Causal attention of q: [num_tokens, num_heads, head_dim] over each
   // sequence's cached K/V (already written for this step's tokens), with
-  // grouped-query heads; out: [num_tokens, num_heads, value_head_dim].
+  // grouped-query heads; out: [num_tokens, num_heads, value_head_dim]. Cache
+  // rows are decoded as they are read (never the whole cache first).
   virtual void attention(const Tensor& q, const PagedKv& kv, const AttentionMetadata& meta,
                          const AttentionParams& params, Tensor& out) = 0;
 
   // out[i, :] = x[rows[i], :].
   virtual void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) = 0;
 
-  // Copies whole cache blocks (copy-on-write of a shared partial block):
-  // pairs[i] = {src_block, dst_block}.
+  // Copies whole cache blocks, codes and scales of both pools (copy-on-write
+  // of a shared partial block): pairs[i] = {src_block, dst_block}.
   virtual void copy_blocks(PagedKv& kv, const std::vector<std::pair<std::int32_t, std::int32_t>>& pairs) = 0;
 };
 

@@ -43,7 +43,19 @@ void same_f32_shape(const Tensor& a, const Tensor& b, const char* op) {
   need(a.numel() == b.numel(), op, "element counts differ");
 }
 
+void paged_kv(const PagedKv& kv, const char* op) {
+  need(kv.k.codes.ndim == 4 && kv.v.codes.ndim == 4, op, "cache pools must be [blocks, kv_heads, block_size, row]");
+  for (int d = 0; d < 3; ++d) need(kv.k.codes.shape[d] == kv.v.codes.shape[d], op, "K and V pools disagree in shape");
+  need(kv.k.codes.shape[2] == kv.block_size, op, "pool rows per block must equal the block size");
+  for (const KvPool* p : {&kv.k, &kv.v}) {
+    need(p->codes.cols() == (is_scaled(p->type) ? p->row_bytes() : p->dim), op, "pool rows have the wrong length");
+    need(!is_scaled(p->type) || (p->scales.numel() == p->codes.rows() * p->row_scales()), op,
+         "a scaled pool needs one set of scales per row");
+  }
+}
+
 void write_kv(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const PagedKv& kv) {
+  paged_kv(kv, "write_kv");
   need(k.dtype == DType::F32 && v.dtype == DType::F32, "write_kv", "k and v must be f32");
   need(slot_mapping.dtype == DType::I32 && slot_mapping.numel() == k.shape[0], "write_kv", "one slot per token");
   need(k.numel() == k.shape[0] * kv.num_kv_heads() * kv.head_dim(), "write_kv", "k must be [tokens, kv_heads, head_dim]");
@@ -52,6 +64,7 @@ void write_kv(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, cons
 }
 
 void attention(const Tensor& q, const PagedKv& kv, const AttentionMetadata& meta, const Tensor& out) {
+  paged_kv(kv, "attention");
   need(q.dtype == DType::F32 && q.ndim == 3 && q.shape[2] == kv.head_dim(), "attention",
        "q must be f32 [tokens, heads, head_dim]");
   need(q.shape[1] % kv.num_kv_heads() == 0, "attention", "heads must be a multiple of KV heads");

@@ -11,6 +11,9 @@ void matmul(const Tensor& w, const Tensor& x, const Tensor& y, const Tensor* bia
 void rms_norm(const Tensor& x, const Tensor& w, const Tensor& out);
 void rope(const Tensor& x, const Tensor& positions, const RopeTable& table);
 void same_f32_shape(const Tensor& a, const Tensor& b, const char* op);
+// The two pools of a layer agree in blocks, heads and block size, and their
+// rows and scales have the lengths their types need.
+void paged_kv(const PagedKv& kv, const char* op);
 void write_kv(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const PagedKv& kv);
 void attention(const Tensor& q, const PagedKv& kv, const AttentionMetadata& meta, const Tensor& out);
 void gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out);

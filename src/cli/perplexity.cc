@@ -30,7 +30,7 @@ void run(const PerplexityCliOptions& o) {
   auto session = open_model(o.model);
   std::vector<TokenId> tokens = session->tokenizer->encode(text.str(), /*add_special=*/true, /*parse_special=*/false);
   PerplexityOptions options = o.ppl;
-  options.kv_dtype = *parse_dtype(o.kv_dtype);
+  options.kv_dtype = kv_cache_dtype_from_flag(o.kv_dtype);
   std::fprintf(stderr, "%s: %zu tokens, ctx %lld%s\n", o.file.c_str(), tokens.size(), static_cast<long long>(options.ctx),
                options.stride > 0 ? fmt::format(", stride {}", options.stride).c_str() : "");
   const auto start = std::chrono::steady_clock::now();
@@ -57,8 +57,7 @@ void add_perplexity(CLI::App& app) {
   cmd->add_option("--stride", o->ppl.stride, "Sliding windows every S tokens (0: llama-perplexity's chunks)");
   cmd->add_option("--chunks", o->ppl.max_chunks, "Evaluate at most this many windows (0: all)");
   cmd->add_option("-b,--batch", o->ppl.batch, "Tokens per forward pass");
-  cmd->add_option("--kv-cache-dtype", o->kv_dtype, "KV cache element type: f16, bf16 or f32")
-      ->check(CLI::IsMember({"f16", "bf16", "f32"}));
+  cmd->add_option("--kv-cache-dtype", o->kv_dtype, kKvCacheDTypeHelp);
   cmd->callback([o] { run(*o); });
 }
 

@@ -54,7 +54,7 @@ void run(const RunOptions& o) {
   EngineConfig e;
   e.max_num_seqs = 1;
   e.max_num_batched_tokens = o.batch;
-  e.kv_dtype = *parse_dtype(o.kv_dtype);
+  e.kv_dtype = kv_cache_dtype_from_flag(o.kv_dtype);
   e.max_model_len = static_cast<int>(std::min<std::int64_t>(config.context_length, prompt_len + o.max_tokens + 1));
   e.speculative = o.speculative.resolved();
   SamplingParams& params = request.params;
@@ -122,8 +122,7 @@ void add_run(CLI::App& app) {
   cmd->add_flag("--chat", o->chat, "Apply the model's chat template to the prompt");
   cmd->add_option("--system", o->system, "System message for --chat");
   cmd->add_option("-b,--batch", o->batch, "Prefill chunk size in tokens")->check(CLI::PositiveNumber);
-  cmd->add_option("--kv-cache-dtype", o->kv_dtype, "KV cache element type: f16, bf16 or f32")
-      ->check(CLI::IsMember({"f16", "bf16", "f32"}));
+  cmd->add_option("--kv-cache-dtype", o->kv_dtype, kKvCacheDTypeHelp);
   add_speculative_options(cmd, o->speculative);
   cmd->callback([o] { run(*o); });
 }

@@ -67,7 +67,7 @@ void serve(ServeOptions o) {
   if (!kv_bytes || *kv_bytes <= 0)
     fail("--kv-cache-memory \"{}\" is not a size; write it with a unit: 2GiB, 512MiB", o.kv_cache_memory);
   o.engine.kv_cache_bytes = static_cast<std::uint64_t>(*kv_bytes);
-  o.engine.kv_dtype = *parse_dtype(o.kv_dtype);
+  o.engine.kv_dtype = kv_cache_dtype_from_flag(o.kv_dtype);
   o.engine.speculative = o.speculative.resolved();
   o.engine.enable_prefix_caching = !o.no_prefix_caching;
 
@@ -102,10 +102,12 @@ void serve(ServeOptions o) {
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
   const KvUsage kv = engine->stats().kv;
   std::fprintf(stderr,
-               "folio: serving %s at %s/v1 (ready in %.1f s; context %d tokens, KV cache %d blocks of %d tokens, "
-               "%zu connections)\n",
+               "folio: serving %s at %s/v1 (ready in %.1f s; context %d tokens, KV cache %d blocks of %d tokens in "
+               "%s, %.1f MiB, %zu connections)\n",
                o.server.served_model_name.c_str(), url.c_str(), load_s, engine->max_model_len(), kv.num_blocks,
-               kv.block_size, static_cast<std::size_t>(o.server.max_connections));
+               kv.block_size, o.engine.kv_dtype.name().c_str(),
+               static_cast<double>(engine->stats().kv_bytes) / (1 << 20),
+               static_cast<std::size_t>(o.server.max_connections));
 
   int sig = 0;
   while ((sig = wait_signal(signals, std::chrono::milliseconds(1000))) == 0) {
@@ -140,8 +142,7 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--max-model-len", e.max_model_len, "Context length (default: the model's, capped by the KV cache)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--kv-cache-memory", o->kv_cache_memory, "KV cache budget, with a unit (default 2GiB)");
-  cmd->add_option("--kv-cache-dtype", o->kv_dtype, "KV cache element type: f16, bf16 or f32")
-      ->check(CLI::IsMember({"f16", "bf16", "f32"}));
+  cmd->add_option("--kv-cache-dtype", o->kv_dtype, kKvCacheDTypeHelp);
   cmd->add_flag("--no-prefix-caching", o->no_prefix_caching, "Turn prefix caching off");
   add_speculative_options(cmd, o->speculative);
   cmd->add_option("--max-waiting", e.max_waiting, "Requests queued before new ones get 429")->check(CLI::PositiveNumber);

@@ -35,7 +35,7 @@ struct EngineConfig {
   int max_model_len = 0;              // 0: the model's context, capped by the KV pool
   std::uint64_t kv_cache_bytes = 2ull << 30;  // KV pool budget (K and V, all layers)
   std::int64_t kv_num_blocks = 0;     // > 0 overrides kv_cache_bytes (tests)
-  DType kv_dtype = DType::F16;
+  KvCacheDType kv_dtype;              // K and V cache types (f16 both by default)
   int block_size = 16;
   bool enable_prefix_caching = true;
   bool enable_chunked_prefill = true;

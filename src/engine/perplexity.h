@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/model_session.h"
+#include "tensor/kv_dtype.h"
 
 namespace folio {
 
@@ -21,7 +22,7 @@ struct PerplexityOptions {
   std::int64_t stride = 0;       // 0: llama-perplexity's chunks; > 0: sliding windows
   std::int64_t max_chunks = 0;   // 0: all that the text holds
   std::int64_t batch = 512;      // tokens per forward pass
-  DType kv_dtype = DType::F16;
+  KvCacheDType kv_dtype;         // K and V cache types (f16 both by default)
 };
 
 struct PerplexityResult {

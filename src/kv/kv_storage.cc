@@ -3,44 +3,49 @@
 #include "core/error.h"
 
 namespace folio {
-namespace {
 
-std::uint64_t block_bytes(const ModelConfig& c, std::int64_t block_size, DType dtype) {
-  const auto per_number = static_cast<std::uint64_t>(info(dtype).block_bytes);
-  return static_cast<std::uint64_t>(c.num_layers * c.num_kv_heads * (c.head_dim + c.value_head_dim) * block_size) *
-         per_number;
+std::uint64_t KvStorage::block_bytes(const ModelConfig& c, std::int64_t block_size, KvCacheDType dtype) {
+  const auto rows = static_cast<std::uint64_t>(c.num_kv_heads * block_size);
+  auto row = [](KvDType t, std::int64_t dim) {
+    return static_cast<std::uint64_t>(kv_row_bytes(t, dim) + 2 * kv_row_scales(t, dim));
+  };
+  return static_cast<std::uint64_t>(c.num_layers) * rows * (row(dtype.k, c.head_dim) + row(dtype.v, c.value_head_dim));
 }
 
-}  // namespace
-
-std::int64_t KvStorage::blocks_for_budget(const ModelConfig& c, std::int64_t block_size, DType dtype,
+std::int64_t KvStorage::blocks_for_budget(const ModelConfig& c, std::int64_t block_size, KvCacheDType dtype,
                                           std::uint64_t budget_bytes) {
   return static_cast<std::int64_t>(budget_bytes / block_bytes(c, block_size, dtype));
 }
 
 KvStorage::KvStorage(Backend& backend, const ModelConfig& c, const KvStorageOptions& o)
     : block_size_(o.block_size), dtype_(o.dtype) {
-  if (dtype_ != DType::F32 && dtype_ != DType::F16 && dtype_ != DType::BF16)
-    fail("KV cache type {} is not supported (f32, f16 and bf16 are)", name(dtype_));
+  auto check = [](KvDType type, std::int64_t dim, const char* what) {
+    if (auto problem = kv_dim_problem(type, dim))
+      fail("KV cache type {} cannot hold this model's {} heads of {} numbers: {}; choose another --kv-cache-dtype",
+           name(type), what, dim, *problem);
+  };
+  check(dtype_.k, c.head_dim, "key");
+  check(dtype_.v, c.value_head_dim, "value");
   if (block_size_ <= 0 || block_size_ > 1024) fail("KV block size {} is out of range (1 to 1024)", block_size_);
   bytes_per_block_ = block_bytes(c, block_size_, dtype_);
   num_blocks_ = o.num_blocks > 0 ? o.num_blocks : blocks_for_budget(c, block_size_, dtype_, o.budget_bytes);
   if (num_blocks_ < 1)
     fail("a KV budget of {} bytes holds no block of {} tokens ({} bytes each); give the cache more memory",
          o.budget_bytes, block_size_, bytes_per_block_);
-  buffer_ = backend.allocate(total_bytes());
-  const std::int64_t elem = info(dtype_).block_bytes;
+  for (std::int64_t l = 0; l < c.num_layers; ++l) {
+    total_bytes_ += kv_pool_bytes(dtype_.k, num_blocks_, c.num_kv_heads, block_size_, c.head_dim);
+    total_bytes_ += kv_pool_bytes(dtype_.v, num_blocks_, c.num_kv_heads, block_size_, c.value_head_dim);
+  }
+  buffer_ = backend.allocate(total_bytes_);
   std::size_t offset = 0;
   for (std::int64_t l = 0; l < c.num_layers; ++l) {
     PagedKv kv;
     kv.block_size = block_size_;
-    kv.k = buffer_.view(dtype_, {num_blocks_, c.num_kv_heads, block_size_, c.head_dim}, offset);
-    offset += kv.k.bytes();
-    kv.v = buffer_.view(dtype_, {num_blocks_, c.num_kv_heads, block_size_, c.value_head_dim}, offset);
-    offset += kv.v.bytes();
+    kv.k = make_kv_pool(buffer_, offset, dtype_.k, num_blocks_, c.num_kv_heads, block_size_, c.head_dim);
+    kv.v = make_kv_pool(buffer_, offset, dtype_.v, num_blocks_, c.num_kv_heads, block_size_, c.value_head_dim);
     layers_.push_back(kv);
   }
-  FOLIO_CHECK(offset == total_bytes() && elem > 0);
+  FOLIO_CHECK(offset == total_bytes_);
 }
 
 }  // namespace folio

@@ -1,6 +1,7 @@
 // KvStorage: the memory of the paged KV cache: for every layer a K pool and a
-// V pool of num_blocks fixed-size blocks (layout in backend/backend.h,
-// PagedKv), allocated once on the backend's device from a byte budget.
+// V pool of num_blocks fixed-size blocks (layout in backend/kv_pool.h: codes
+// and, for the scaled types, their scales beside them), allocated once on the
+// backend's device from a byte budget that counts every byte, scales included.
 #pragma once
 
 #include <cstdint>
@@ -8,12 +9,13 @@
 
 #include "backend/backend.h"
 #include "model/model_config.h"
+#include "tensor/kv_dtype.h"
 
 namespace folio {
 
 struct KvStorageOptions {
   std::int64_t block_size = 16;     // tokens per block
-  DType dtype = DType::F16;         // f32, f16 or bf16
+  KvCacheDType dtype;               // K and V types (f16 both by default)
   std::uint64_t budget_bytes = 0;   // total bytes for K and V of all layers
   std::int64_t num_blocks = 0;      // if > 0, overrides budget_bytes
 };
@@ -24,21 +26,26 @@ class KvStorage {
 
   std::int64_t num_blocks() const { return num_blocks_; }
   std::int64_t block_size() const { return block_size_; }
-  DType dtype() const { return dtype_; }
-  // Bytes one block takes over all layers, K and V.
+  KvCacheDType dtype() const { return dtype_; }
+  // Bytes one block takes over all layers, K and V, codes and scales.
   std::uint64_t bytes_per_block() const { return bytes_per_block_; }
-  std::uint64_t total_bytes() const { return bytes_per_block_ * static_cast<std::uint64_t>(num_blocks_); }
+  // Every byte of the pools (whole blocks, plus at most 64 bytes of
+  // alignment per pool).
+  std::uint64_t total_bytes() const { return total_bytes_; }
   std::vector<PagedKv>& layers() { return layers_; }
 
+  // Bytes one block takes for this model: all layers, K and V, with scales.
+  static std::uint64_t block_bytes(const ModelConfig& config, std::int64_t block_size, KvCacheDType dtype);
   // Blocks of `block_size` that fit in `budget_bytes` for this model.
-  static std::int64_t blocks_for_budget(const ModelConfig& config, std::int64_t block_size, DType dtype,
+  static std::int64_t blocks_for_budget(const ModelConfig& config, std::int64_t block_size, KvCacheDType dtype,
                                         std::uint64_t budget_bytes);
 
  private:
   std::int64_t num_blocks_;
   std::int64_t block_size_;
-  DType dtype_;
+  KvCacheDType dtype_;
   std::uint64_t bytes_per_block_;
+  std::uint64_t total_bytes_ = 0;
   Buffer buffer_;
   std::vector<PagedKv> layers_;
 };

@@ -73,6 +73,8 @@ std::string prometheus_metrics(const EngineStats* stats, const ServerCounters& c
     w.gauge("folio:kv_cache_usage_perc", "Fraction of KV cache blocks in use (1 = full).", usage);
     w.gauge("folio:kv_cache_blocks_used", "KV cache blocks referenced by running sequences.", s.kv.num_used_blocks);
     w.gauge("folio:kv_cache_blocks_total", "KV cache blocks in the pool.", s.kv.num_blocks);
+    w.gauge("folio:kv_cache_bytes", "Bytes of the KV cache pool: K and V of every layer, codes and scales.",
+            static_cast<double>(s.kv_bytes));
     w.counter("folio:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.",
               static_cast<double>(s.prefix_cache.num_queried_tokens));
     w.counter("folio:prefix_cache_hits_total", "Prompt tokens served from the prefix cache.",

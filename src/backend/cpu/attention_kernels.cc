@@ -6,6 +6,8 @@
 
 #include "backend/cpu/cpu_features.h"
 #include "core/error.h"
+#include "tensor/fp8.h"
+#include "tensor/half.h"
 
 #if defined(__clang__)
 #pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
@@ -24,11 +26,25 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
+// A pool as the kernel reads it: rows of codes and their scales, and the
+// function that decodes one row to floats.
+using RowDecoder = void (*)(const std::uint8_t* codes, const std::uint16_t* scales, std::int64_t n, float* out);
+
+struct PoolView {
+  const std::uint8_t* codes;   // [rows][row_bytes]
+  const std::uint16_t* scales; // [rows][row_scales] or null
+  std::int64_t row_bytes, row_scales;
+  RowDecoder decode;
+  void row(std::int64_t r, std::int64_t n, float* out) const {
+    decode(codes + r * row_bytes, scales == nullptr ? nullptr : scales + r * row_scales, n, out);
+  }
+};
+
 struct PartitionArgs {
   const float* q;          // [group][head_dim] the query heads of one KV head
   int group;               // query heads per KV head
-  const void* k_pool;      // [num_blocks, kv_heads, block_size, head_dim]
-  const void* v_pool;      // [num_blocks, kv_heads, block_size, value_head_dim]
+  PoolView k_pool;         // rows of [num_blocks, kv_heads, block_size]
+  PoolView v_pool;
   const std::int32_t* table;
   std::int64_t block_size, kv_heads, kv_head, head_dim, value_head_dim;
   std::int64_t begin, end;  // positions [begin, end) of this partition that the query may see
@@ -48,21 +64,73 @@ inline float dot(const float* q, const float* k, std::int64_t n) {
   return s;
 }
 
+// Row decoders, one per cache type: 8 lanes at a time, each number
+// code * scale in one rounding, as tensor/kv_dtype.cc's decode_kv_row.
 template <DType T>
-inline void to_floats(const void* base, std::int64_t index, std::int64_t n, float* out) {
+void decode_plain(const std::uint8_t* codes, const std::uint16_t*, std::int64_t n, float* out) {
   std::int64_t d = 0;
-  for (; d + 8 <= n; d += 8) _mm256_storeu_ps(out + d, simd::load8<T>(base, index + d));
+  for (; d + 8 <= n; d += 8) _mm256_storeu_ps(out + d, simd::load8<T>(codes, d));
   for (; d < n; ++d) {
     if constexpr (T == DType::F32) {
-      out[d] = static_cast<const float*>(base)[index + d];
+      out[d] = reinterpret_cast<const float*>(codes)[d];
     } else {
       // A scalar tail converts through the same 8-lane path, one lane used.
-      alignas(32) std::uint16_t tmp[8] = {static_cast<const std::uint16_t*>(base)[index + d]};
+      alignas(32) std::uint16_t tmp[8] = {reinterpret_cast<const std::uint16_t*>(codes)[d]};
       alignas(32) float f[8];
       _mm256_store_ps(f, simd::load8<T>(tmp, 0));
       out[d] = f[0];
     }
   }
+}
+
+void decode_q8(const std::uint8_t* codes, const std::uint16_t* scales, std::int64_t n, float* out) {
+  const __m256 d = _mm256_set1_ps(f16_to_f32(scales[0]));
+  std::int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, _mm256_mul_ps(simd::load8_i8(codes + i), d));
+  const float ds = f16_to_f32(scales[0]);
+  for (; i < n; ++i) out[i] = static_cast<float>(static_cast<std::int8_t>(codes[i])) * ds;
+}
+
+void decode_fp8(const std::uint8_t* codes, const std::uint16_t* scales, std::int64_t n, float* out) {
+  const float* table = fp8_e4m3_table().data();
+  const __m256 d = _mm256_set1_ps(f16_to_f32(scales[0]));
+  std::int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, _mm256_mul_ps(simd::load8_fp8(table, codes + i), d));
+  const float ds = f16_to_f32(scales[0]);
+  for (; i < n; ++i) out[i] = table[codes[i]] * ds;
+}
+
+// Groups of 32: 16 bytes, element j in the low nibble of byte j and element
+// j + 16 in the high one (kv_dim_problem guarantees whole groups).
+void decode_q4(const std::uint8_t* codes, const std::uint16_t* scales, std::int64_t n, float* out) {
+  for (std::int64_t g = 0; g < n / 32; ++g) {
+    const __m256 d = _mm256_set1_ps(f16_to_f32(scales[g]));
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + 16 * g));
+    const __m128i lo = _mm_and_si128(bytes, _mm_set1_epi8(0x0f));
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), _mm_set1_epi8(0x0f));
+    float* o = out + 32 * g;
+    _mm256_storeu_ps(o, _mm256_mul_ps(simd::nibbles8(lo), d));
+    _mm256_storeu_ps(o + 8, _mm256_mul_ps(simd::nibbles8(_mm_srli_si128(lo, 8)), d));
+    _mm256_storeu_ps(o + 16, _mm256_mul_ps(simd::nibbles8(hi), d));
+    _mm256_storeu_ps(o + 24, _mm256_mul_ps(simd::nibbles8(_mm_srli_si128(hi, 8)), d));
+  }
+}
+
+RowDecoder decoder_for(KvDType t) {
+  switch (t) {
+    case KvDType::kF32: return decode_plain<DType::F32>;
+    case KvDType::kF16: return decode_plain<DType::F16>;
+    case KvDType::kBF16: return decode_plain<DType::BF16>;
+    case KvDType::kQ8_0: return decode_q8;
+    case KvDType::kFp8E4M3: return decode_fp8;
+    case KvDType::kQ4_0: return decode_q4;
+  }
+  fail("KV cache type {} has no CPU attention kernel", name(t));
+}
+
+PoolView view_of(const KvPool& p) {
+  return {static_cast<const std::uint8_t*>(p.codes.data), static_cast<const std::uint16_t*>(p.scales.data),
+          p.row_bytes(), p.row_scales(), decoder_for(p.type)};
 }
 
 // acc[0, n) = acc * c + p * v
@@ -76,7 +144,6 @@ inline void axpby(float* acc, float c, float p, const float* v, std::int64_t n) 
 
 // One partition of one token's KV head: online softmax over the blocks, in
 // position order, one run of positions within a block at a time.
-template <DType T>
 void partition(const PartitionArgs& a) {
   constexpr int kMaxRun = 64;
   const std::int64_t hd = a.head_dim, vd = a.value_head_dim, bs = a.block_size;
@@ -93,10 +160,9 @@ void partition(const PartitionArgs& a) {
     const std::int64_t block = a.table[j / bs];
     const std::int64_t offset = j % bs;
     const std::int64_t run = std::min({bs - offset, a.end - j, static_cast<std::int64_t>(kMaxRun)});
-    const std::int64_t k_row = ((block * a.kv_heads + a.kv_head) * bs + offset) * hd;
-    const std::int64_t v_row = ((block * a.kv_heads + a.kv_head) * bs + offset) * vd;
+    const std::int64_t first_row = (block * a.kv_heads + a.kv_head) * bs + offset;
     for (std::int64_t r = 0; r < run; ++r) {
-      to_floats<T>(a.k_pool, k_row + r * hd, hd, key);
+      a.k_pool.row(first_row + r, hd, key);
       const bool masked = j + r < a.window_start;
       for (int h = 0; h < G; ++h) {
         float s = dot(a.q + h * hd, key, hd) * a.scale;
@@ -135,22 +201,11 @@ void partition(const PartitionArgs& a) {
       p[1] = p[1] * correction[h] + sum;
     }
     for (std::int64_t r = 0; r < run; ++r) {
-      to_floats<T>(a.v_pool, v_row + r * vd, vd, value);
+      a.v_pool.row(first_row + r, vd, value);
       for (int h = 0; h < G; ++h)
         axpby(a.partial + h * (2 + vd) + 2, r == 0 ? correction[h] : 1.0f, scores[h][r], value, vd);
     }
     j += run;
-  }
-}
-
-using PartitionFn = void (*)(const PartitionArgs&);
-
-PartitionFn partition_for(DType t) {
-  switch (t) {
-    case DType::F32: return partition<DType::F32>;
-    case DType::F16: return partition<DType::F16>;
-    case DType::BF16: return partition<DType::BF16>;
-    default: fail("KV cache type {} has no CPU attention kernel", name(t));
   }
 }
 
@@ -221,8 +276,7 @@ void CpuAttention::run(ThreadPool& pool, const Tensor& q, const PagedKv& kv, con
   if (static_cast<std::int64_t>(partials_.size()) < num_partials * stride)
     partials_.resize(static_cast<std::size_t>(num_partials * stride));
 
-  const PartitionFn fn = partition_for(kv.k.dtype);
-  FOLIO_CHECK(kv.v.dtype == kv.k.dtype);
+  const PoolView k_pool = view_of(kv.k), v_pool = view_of(kv.v);
   const auto num_items = static_cast<std::int64_t>(items_.size());
   pool.parallel_for(num_items, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t i = begin; i < end; ++i) {
@@ -231,8 +285,8 @@ void CpuAttention::run(ThreadPool& pool, const Tensor& q, const PagedKv& kv, con
       PartitionArgs a;
       a.q = q.as<const float>() + (it.token * heads + it.kv_head * G) * hd;
       a.group = static_cast<int>(G);
-      a.k_pool = kv.k.data;
-      a.v_pool = kv.v.data;
+      a.k_pool = k_pool;
+      a.v_pool = v_pool;
       a.table = meta.block_tables.as<const std::int32_t>() + it.seq * meta.max_blocks_per_seq;
       a.block_size = kv.block_size;
       a.kv_heads = kv_heads;
@@ -253,7 +307,7 @@ void CpuAttention::run(ThreadPool& pool, const Tensor& q, const PagedKv& kv, con
         }
         continue;
       }
-      fn(a);
+      partition(a);
     }
   });
   // Merge each head's partitions, in order.

@@ -7,37 +7,15 @@
 
 #include "backend/op_checks.h"
 #include "core/error.h"
-#include "tensor/half.h"
 #include "tensor/quantize.h"
 
 namespace folio {
 namespace {
 
-float load_kv(const Tensor& t, std::int64_t index) {
-  switch (t.dtype) {
-    case DType::F32: return t.as<const float>()[index];
-    case DType::F16: return f16_to_f32(t.as<const std::uint16_t>()[index]);
-    case DType::BF16: return bf16_to_f32(t.as<const std::uint16_t>()[index]);
-    default: fail("KV cache type {} is not supported by the reference backend", name(t.dtype));
-  }
-}
-
-void store_kv(Tensor& t, std::int64_t index, float value) {
-  switch (t.dtype) {
-    case DType::F32: t.as<float>()[index] = value; break;
-    case DType::F16: t.as<std::uint16_t>()[index] = f32_to_f16(value); break;
-    case DType::BF16: t.as<std::uint16_t>()[index] = f32_to_bf16(value); break;
-    default: fail("KV cache type {} is not supported by the reference backend", name(t.dtype));
-  }
-}
-
-// Index of element d of (kv_head, slot) in a cache pool of layout
-// [num_blocks, num_kv_heads, block_size, head_dim].
-std::int64_t cache_index(const Tensor& pool, std::int64_t block_size, std::int64_t slot, std::int64_t head,
-                         std::int64_t d) {
-  std::int64_t block = slot / block_size;
-  std::int64_t offset = slot % block_size;
-  return ((block * pool.shape[1] + head) * block_size + offset) * pool.shape[3] + d;
+// Row (slot, kv_head) of a pool decoded to floats.
+void load_row(const PagedKv& kv, const KvPool& pool, std::int64_t slot, std::int64_t kv_head, float* out) {
+  const std::int64_t r = kv.row_of(slot, kv_head);
+  decode_kv_row(pool.type, pool.row(r), pool.row_scale(r), pool.dim, out);
 }
 
 }  // namespace
@@ -63,6 +41,7 @@ void matmul_rows(const Tensor& w, const Tensor& x, Tensor& y, const Tensor* bias
 void attention_items(const Tensor& q, const PagedKv& kv, const AttentionMetadata& meta,
                      const AttentionParams& params, Tensor& out, std::int64_t item_begin, std::int64_t item_end,
                      std::vector<float>& scores) {
+  std::vector<float> row;
   const std::int64_t heads = q.shape[1], hd = q.shape[2], vd = kv.value_head_dim();
   const std::int64_t group = heads / kv.num_kv_heads();
   const auto* query_start = meta.query_start.as<const std::int32_t>();
@@ -80,11 +59,13 @@ void attention_items(const Tensor& q, const PagedKv& kv, const AttentionMetadata
     const std::int64_t kvh = h / group;
     const float* qv = q.as<const float>() + (t * heads + h) * hd;
     scores.assign(static_cast<std::size_t>(pos + 1 - first), 0.0f);
+    row.resize(static_cast<std::size_t>(std::max(hd, vd)));
     float max_score = -std::numeric_limits<float>::infinity();
     for (std::int64_t j = first; j <= pos; ++j) {
       std::int64_t slot = table[j / kv.block_size] * kv.block_size + j % kv.block_size;
+      load_row(kv, kv.k, slot, kvh, row.data());
       float dot = 0.0f;
-      for (std::int64_t d = 0; d < hd; ++d) dot += qv[d] * load_kv(kv.k, cache_index(kv.k, kv.block_size, slot, kvh, d));
+      for (std::int64_t d = 0; d < hd; ++d) dot += qv[d] * row[d];
       dot *= params.scale;
       if (params.softcap > 0) dot = params.softcap * std::tanh(dot / params.softcap);
       scores[j - first] = dot;
@@ -100,7 +81,8 @@ void attention_items(const Tensor& q, const PagedKv& kv, const AttentionMetadata
     for (std::int64_t j = first; j <= pos; ++j) {
       std::int64_t slot = table[j / kv.block_size] * kv.block_size + j % kv.block_size;
       float p = scores[j - first] / sum;
-      for (std::int64_t d = 0; d < vd; ++d) o[d] += p * load_kv(kv.v, cache_index(kv.v, kv.block_size, slot, kvh, d));
+      load_row(kv, kv.v, slot, kvh, row.data());
+      for (std::int64_t d = 0; d < vd; ++d) o[d] += p * row[d];
     }
   }
 }
@@ -198,10 +180,9 @@ void ReferenceBackend::write_kv(const Tensor& k, const Tensor& v, const Tensor& 
     if (slot < 0) continue;
     FOLIO_CHECK(slot < kv.num_blocks() * kv.block_size);
     for (std::int64_t h = 0; h < heads; ++h) {
-      for (std::int64_t d = 0; d < hd; ++d)
-        store_kv(kv.k, cache_index(kv.k, kv.block_size, slot, h, d), k.as<const float>()[(t * heads + h) * hd + d]);
-      for (std::int64_t d = 0; d < vd; ++d)
-        store_kv(kv.v, cache_index(kv.v, kv.block_size, slot, h, d), v.as<const float>()[(t * heads + h) * vd + d]);
+      const std::int64_t r = kv.row_of(slot, h);
+      encode_kv_row(kv.k.type, k.as<const float>() + (t * heads + h) * hd, hd, kv.k.row(r), kv.k.row_scale(r));
+      encode_kv_row(kv.v.type, v.as<const float>() + (t * heads + h) * vd, vd, kv.v.row(r), kv.v.row_scale(r));
     }
   }
 }
@@ -223,13 +204,10 @@ void ReferenceBackend::gather_rows(const Tensor& x, const Tensor& rows, Tensor& 
 }
 
 void ReferenceBackend::copy_blocks(PagedKv& kv, const std::vector<std::pair<std::int32_t, std::int32_t>>& pairs) {
-  for (Tensor* pool : {&kv.k, &kv.v}) {
-    const std::size_t block_bytes = pool->bytes() / static_cast<std::size_t>(kv.num_blocks());
-    auto* base = static_cast<char*>(pool->data);
-    for (auto [src, dst] : pairs) {
-      FOLIO_CHECK(src >= 0 && src < kv.num_blocks() && dst >= 0 && dst < kv.num_blocks());
-      std::memcpy(base + dst * block_bytes, base + src * block_bytes, block_bytes);
-    }
+  for (auto [src, dst] : pairs) {
+    FOLIO_CHECK(src >= 0 && src < kv.num_blocks() && dst >= 0 && dst < kv.num_blocks());
+    kv.k.copy_block(src, dst);
+    kv.v.copy_block(src, dst);
   }
 }
 

@@ -1,0 +1,57 @@
+// KvPool: one pool (K or V) of a layer's paged KV cache, in one KvDType.
+// Row r = (block * num_kv_heads + kv_head) * block_size + offset holds one
+// token's numbers for one KV head:
+//   codes:  [num_blocks, num_kv_heads, block_size, dim] f32/f16/bf16, or
+//           [num_blocks, num_kv_heads, block_size, kv_row_bytes(type, dim)] I8
+//           bytes for the scaled types (q8_0 and fp8_e4m3: a byte a number;
+//           q4_0: two numbers a byte)
+//   scales: [num_blocks, num_kv_heads, block_size, kv_row_scales(type, dim)]
+//           F16, beside the codes (one per row, or per 32 numbers for q4_0);
+//           empty for the unscaled types
+// A row's codes and scales are written together, once, by write_kv, and
+// decoded row by row as attention reads them (tensor/kv_dtype.h).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backend/buffer.h"
+#include "tensor/kv_dtype.h"
+#include "tensor/tensor.h"
+
+namespace folio {
+
+struct KvPool {
+  KvDType type = KvDType::kF16;
+  std::int64_t dim = 0;  // numbers per row: head_dim (K) or value_head_dim (V)
+  Tensor codes;
+  Tensor scales;
+
+  std::int64_t row_bytes() const { return kv_row_bytes(type, dim); }
+  std::int64_t row_scales() const { return kv_row_scales(type, dim); }
+  void* row(std::int64_t r) const { return static_cast<char*>(codes.data) + r * row_bytes(); }
+  // The row's scales (nullptr for an unscaled type).
+  std::uint16_t* row_scale(std::int64_t r) const {
+    return row_scales() == 0 ? nullptr : static_cast<std::uint16_t*>(scales.data) + r * row_scales();
+  }
+  // Bytes of one cache block (all KV heads), codes and scales.
+  std::size_t block_bytes() const;
+  // Copies block src over block dst, codes and scales.
+  void copy_block(std::int64_t src, std::int64_t dst) const;
+};
+
+// Bytes of a pool of num_blocks blocks, codes and scales.
+std::size_t kv_pool_bytes(KvDType type, std::int64_t num_blocks, std::int64_t num_kv_heads, std::int64_t block_size,
+                          std::int64_t dim);
+
+// A pool viewed over `buffer` from `offset` (codes, then scales, each
+// 64-byte aligned); advances offset past it. Throws for a dim the type
+// cannot store.
+KvPool make_kv_pool(const Buffer& buffer, std::size_t& offset, KvDType type, std::int64_t num_blocks,
+                    std::int64_t num_kv_heads, std::int64_t block_size, std::int64_t dim);
+
+// A pool over caller-owned memory (tests): codes and scales as above.
+KvPool kv_pool_view(void* codes, void* scales, KvDType type, std::int64_t num_blocks, std::int64_t num_kv_heads,
+                    std::int64_t block_size, std::int64_t dim);
+
+}  // namespace folio
