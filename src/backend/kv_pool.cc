@@ -28,11 +28,6 @@ void check_dim(KvDType type, std::int64_t dim) {
 
 }  // namespace
 
-std::size_t KvPool::block_bytes() const {
-  const auto rows_per_block = static_cast<std::size_t>(codes.shape[1] * codes.shape[2]);
-  return rows_per_block * static_cast<std::size_t>(row_bytes() + 2 * row_scales());
-}
-
 void KvPool::copy_block(std::int64_t src, std::int64_t dst) const {
   const auto rows_per_block = codes.shape[1] * codes.shape[2];
   const auto code_bytes = static_cast<std::size_t>(rows_per_block * row_bytes());

@@ -2,14 +2,18 @@
 // Row r = (block * num_kv_heads + kv_head) * block_size + offset holds one
 // token's numbers for one KV head:
 //   codes:  [num_blocks, num_kv_heads, block_size, dim] f32/f16/bf16, or
-//           [num_blocks, num_kv_heads, block_size, kv_row_bytes(type, dim)] I8
-//           bytes for the scaled types (q8_0 and fp8_e4m3: a byte a number;
-//           q4_0: two numbers a byte)
+//           [num_blocks, num_kv_heads, block_size, dim] I8 bytes for the
+//           scaled types (q8_0: int8; fp8_e4m3: E4M3 codes)
 //   scales: [num_blocks, num_kv_heads, block_size, kv_row_scales(type, dim)]
-//           F16, beside the codes (one per row, or per 32 numbers for q4_0);
-//           empty for the unscaled types
+//           F16 bit patterns, beside the codes, same row order: q8_0 has one
+//           per block of 32 numbers along head_dim (numbers 32j..32j+31 of a
+//           row use scale j: GGUF's Q8_0, 34 bytes per 32 numbers, with the
+//           scales kept apart so that codes stay 8-lane aligned); fp8_e4m3
+//           has one per row. Empty for the unscaled types.
 // A row's codes and scales are written together, once, by write_kv, and
-// decoded row by row as attention reads them (tensor/kv_dtype.h).
+// decoded row by row as attention reads them (tensor/kv_dtype.h). A block's
+// codes and scales move together (copy_block), so block ids alone name the
+// cache: prefix caching, preemption and speculation need nothing more.
 #pragma once
 
 #include <cstddef>
@@ -34,8 +38,6 @@ struct KvPool {
   std::uint16_t* row_scale(std::int64_t r) const {
     return row_scales() == 0 ? nullptr : static_cast<std::uint16_t*>(scales.data) + r * row_scales();
   }
-  // Bytes of one cache block (all KV heads), codes and scales.
-  std::size_t block_bytes() const;
   // Copies block src over block dst, codes and scales.
   void copy_block(std::int64_t src, std::int64_t dst) const;
 };

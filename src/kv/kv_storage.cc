@@ -6,10 +6,9 @@ namespace folio {
 
 std::uint64_t KvStorage::block_bytes(const ModelConfig& c, std::int64_t block_size, KvCacheDType dtype) {
   const auto rows = static_cast<std::uint64_t>(c.num_kv_heads * block_size);
-  auto row = [](KvDType t, std::int64_t dim) {
-    return static_cast<std::uint64_t>(kv_row_bytes(t, dim) + 2 * kv_row_scales(t, dim));
-  };
-  return static_cast<std::uint64_t>(c.num_layers) * rows * (row(dtype.k, c.head_dim) + row(dtype.v, c.value_head_dim));
+  const auto row = static_cast<std::uint64_t>(kv_row_total_bytes(dtype.k, c.head_dim) +
+                                              kv_row_total_bytes(dtype.v, c.value_head_dim));
+  return static_cast<std::uint64_t>(c.num_layers) * rows * row;
 }
 
 std::int64_t KvStorage::blocks_for_budget(const ModelConfig& c, std::int64_t block_size, KvCacheDType dtype,

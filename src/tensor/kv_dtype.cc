@@ -22,13 +22,13 @@
 namespace folio {
 namespace {
 
-constexpr int kQ4Group = 32;
+constexpr int kQ8Block = 32;
 constexpr float kF16Max = 65504.0f;
 
 constexpr std::array kKvTypes = {
-    KvDTypeInfo{KvDType::kF32, "f32", 32, 0},         KvDTypeInfo{KvDType::kF16, "f16", 16, 0},
-    KvDTypeInfo{KvDType::kBF16, "bf16", 16, 0},       KvDTypeInfo{KvDType::kQ8_0, "q8_0", 8, -1},
-    KvDTypeInfo{KvDType::kFp8E4M3, "fp8_e4m3", 8, -1}, KvDTypeInfo{KvDType::kQ4_0, "q4_0", 4, kQ4Group},
+    KvDTypeInfo{KvDType::kF32, "f32", 32, 0},   KvDTypeInfo{KvDType::kF16, "f16", 16, 0},
+    KvDTypeInfo{KvDType::kBF16, "bf16", 16, 0}, KvDTypeInfo{KvDType::kQ8_0, "q8_0", 8, kQ8Block},
+    KvDTypeInfo{KvDType::kFp8E4M3, "fp8_e4m3", 8, -1},
 };
 
 std::string lower(std::string_view s) {
@@ -37,7 +37,7 @@ std::string lower(std::string_view s) {
   return out;
 }
 
-// The largest magnitude of a row; NaNs take no part.
+// The largest magnitude of n numbers; NaNs take no part.
 float max_abs(const float* x, std::int64_t n) {
   float amax = 0.0f;
   for (std::int64_t i = 0; i < n; ++i) amax = std::fmax(amax, std::fabs(x[i]));
@@ -63,37 +63,22 @@ int to_code(float v, int lo, int hi) {
   return static_cast<int>(std::clamp(std::nearbyint(v), static_cast<float>(lo), static_cast<float>(hi)));
 }
 
-void encode_q8(const float* x, std::int64_t n, std::int8_t* q, std::uint16_t* scale) {
-  const Scale s = scale_for(max_abs(x, n), 127.0f);
-  *scale = s.bits;
-  for (std::int64_t i = 0; i < n; ++i) q[i] = static_cast<std::int8_t>(to_code(x[i] * s.inverse, -127, 127));
+// GGUF's Q8_0 rule per block of 32: d = amax / 127, q = x / d. (GGUF rounds
+// half away from zero with the inverse of the unrounded d; here ties go to
+// even and the inverse is of the stored f16 d.)
+void encode_q8(const float* x, std::int64_t n, std::int8_t* q, std::uint16_t* scales) {
+  for (std::int64_t b = 0; b < n / kQ8Block; ++b) {
+    const float* xb = x + b * kQ8Block;
+    const Scale s = scale_for(max_abs(xb, kQ8Block), 127.0f);
+    scales[b] = s.bits;
+    for (int i = 0; i < kQ8Block; ++i) q[b * kQ8Block + i] = static_cast<std::int8_t>(to_code(xb[i] * s.inverse, -127, 127));
+  }
 }
 
 void encode_fp8(const float* x, std::int64_t n, std::uint8_t* q, std::uint16_t* scale) {
   const Scale s = scale_for(max_abs(x, n), kFp8E4M3Max);
   *scale = s.bits;
   for (std::int64_t i = 0; i < n; ++i) q[i] = f32_to_fp8_e4m3(x[i] * s.inverse);
-}
-
-// GGUF's Q4_0 rule per group of 32: the element of largest magnitude maps to
-// code 0 (d = it / -8); the others round to nearest even into [0, 15].
-void encode_q4(const float* x, std::int64_t n, std::uint8_t* q, std::uint16_t* scales) {
-  for (std::int64_t g = 0; g < n / kQ4Group; ++g) {
-    const float* xg = x + g * kQ4Group;
-    float max = 0.0f;
-    for (int i = 0; i < kQ4Group; ++i)
-      if (std::fabs(xg[i]) > std::fabs(max)) max = xg[i];
-    const std::uint16_t bits = f32_to_f16(std::clamp(max / -8.0f, -kF16Max, kF16Max));
-    const float d = f16_to_f32(bits);
-    const float inverse = d == 0.0f ? 0.0f : 1.0f / d;
-    scales[g] = bits;
-    std::uint8_t* qg = q + g * (kQ4Group / 2);
-    for (int i = 0; i < kQ4Group / 2; ++i) {
-      const int lo = to_code(xg[i] * inverse + 8.0f, 0, 15);
-      const int hi = to_code(xg[i + kQ4Group / 2] * inverse + 8.0f, 0, 15);
-      qg[i] = static_cast<std::uint8_t>(lo | (hi << 4));
-    }
-  }
 }
 
 }  // namespace
@@ -120,8 +105,8 @@ std::vector<std::string> kv_dtype_names() {
 
 std::optional<std::string> kv_dim_problem(KvDType type, std::int64_t dim) {
   if (dim <= 0) return "a row must hold at least one number";
-  if (type == KvDType::kQ4_0 && dim % kQ4Group != 0)
-    return "q4_0 keeps one scale per 32 numbers, so the head size must be a multiple of 32";
+  if (type == KvDType::kQ8_0 && dim % kQ8Block != 0)
+    return "q8_0 keeps one scale per block of 32 numbers, so the head size must be a multiple of 32";
   return std::nullopt;
 }
 
@@ -146,7 +131,6 @@ void encode_kv_row(KvDType type, const float* x, std::int64_t n, void* codes, st
       break;
     case KvDType::kQ8_0: encode_q8(x, n, static_cast<std::int8_t*>(codes), scales); break;
     case KvDType::kFp8E4M3: encode_fp8(x, n, static_cast<std::uint8_t*>(codes), scales); break;
-    case KvDType::kQ4_0: encode_q4(x, n, static_cast<std::uint8_t*>(codes), scales); break;
   }
 }
 
@@ -160,25 +144,13 @@ void decode_kv_row(KvDType type, const void* codes, const std::uint16_t* scales,
       for (std::int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(static_cast<const std::uint16_t*>(codes)[i]);
       break;
     case KvDType::kQ8_0: {
-      const float d = f16_to_f32(scales[0]);
-      for (std::int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(static_cast<const std::int8_t*>(codes)[i]) * d;
+      const auto* q = static_cast<const std::int8_t*>(codes);
+      for (std::int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(q[i]) * f16_to_f32(scales[i / kQ8Block]);
       break;
     }
     case KvDType::kFp8E4M3: {
       const float d = f16_to_f32(scales[0]);
       for (std::int64_t i = 0; i < n; ++i) out[i] = fp8_e4m3_to_f32(static_cast<const std::uint8_t*>(codes)[i]) * d;
-      break;
-    }
-    case KvDType::kQ4_0: {
-      const auto* q = static_cast<const std::uint8_t*>(codes);
-      for (std::int64_t g = 0; g < n / kQ4Group; ++g) {
-        const float d = f16_to_f32(scales[g]);
-        const std::uint8_t* qg = q + g * (kQ4Group / 2);
-        for (int i = 0; i < kQ4Group / 2; ++i) {
-          out[g * kQ4Group + i] = static_cast<float>((qg[i] & 0x0f) - 8) * d;
-          out[g * kQ4Group + i + kQ4Group / 2] = static_cast<float>((qg[i] >> 4) - 8) * d;
-        }
-      }
       break;
     }
   }
@@ -190,8 +162,7 @@ KvCacheDType::KvCacheDType(DType both) {
     case DType::F16: k = v = KvDType::kF16; break;
     case DType::BF16: k = v = KvDType::kBF16; break;
     case DType::Q8_0: k = v = KvDType::kQ8_0; break;
-    case DType::Q4_0: k = v = KvDType::kQ4_0; break;
-    default: fail("{} is not a KV cache type; use one of f32, f16, bf16, q8_0, fp8_e4m3, q4_0", folio::name(both));
+    default: fail("{} is not a KV cache type; use one of f32, f16, bf16, q8_0, fp8_e4m3", folio::name(both));
   }
 }
 

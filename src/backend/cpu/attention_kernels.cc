@@ -83,37 +83,24 @@ void decode_plain(const std::uint8_t* codes, const std::uint16_t*, std::int64_t 
   }
 }
 
+// q8_0: one f16 scale per block of 32 numbers (kv_dim_problem guarantees
+// whole blocks).
 void decode_q8(const std::uint8_t* codes, const std::uint16_t* scales, std::int64_t n, float* out) {
-  const __m256 d = _mm256_set1_ps(f16_to_f32(scales[0]));
-  std::int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, _mm256_mul_ps(simd::load8_i8(codes + i), d));
-  const float ds = f16_to_f32(scales[0]);
-  for (; i < n; ++i) out[i] = static_cast<float>(static_cast<std::int8_t>(codes[i])) * ds;
+  for (std::int64_t b = 0; b < n / 32; ++b) {
+    const __m256 d = _mm256_set1_ps(f16_to_f32(scales[b]));
+    for (std::int64_t i = 32 * b; i < 32 * (b + 1); i += 8)
+      _mm256_storeu_ps(out + i, _mm256_mul_ps(simd::load8_i8(codes + i), d));
+  }
 }
 
+// fp8_e4m3: one f16 scale for the row.
 void decode_fp8(const std::uint8_t* codes, const std::uint16_t* scales, std::int64_t n, float* out) {
   const float* table = fp8_e4m3_table().data();
-  const __m256 d = _mm256_set1_ps(f16_to_f32(scales[0]));
+  const float ds = f16_to_f32(scales[0]);
+  const __m256 d = _mm256_set1_ps(ds);
   std::int64_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, _mm256_mul_ps(simd::load8_fp8(table, codes + i), d));
-  const float ds = f16_to_f32(scales[0]);
   for (; i < n; ++i) out[i] = table[codes[i]] * ds;
-}
-
-// Groups of 32: 16 bytes, element j in the low nibble of byte j and element
-// j + 16 in the high one (kv_dim_problem guarantees whole groups).
-void decode_q4(const std::uint8_t* codes, const std::uint16_t* scales, std::int64_t n, float* out) {
-  for (std::int64_t g = 0; g < n / 32; ++g) {
-    const __m256 d = _mm256_set1_ps(f16_to_f32(scales[g]));
-    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + 16 * g));
-    const __m128i lo = _mm_and_si128(bytes, _mm_set1_epi8(0x0f));
-    const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), _mm_set1_epi8(0x0f));
-    float* o = out + 32 * g;
-    _mm256_storeu_ps(o, _mm256_mul_ps(simd::nibbles8(lo), d));
-    _mm256_storeu_ps(o + 8, _mm256_mul_ps(simd::nibbles8(_mm_srli_si128(lo, 8)), d));
-    _mm256_storeu_ps(o + 16, _mm256_mul_ps(simd::nibbles8(hi), d));
-    _mm256_storeu_ps(o + 24, _mm256_mul_ps(simd::nibbles8(_mm_srli_si128(hi, 8)), d));
-  }
 }
 
 RowDecoder decoder_for(KvDType t) {
@@ -123,7 +110,6 @@ RowDecoder decoder_for(KvDType t) {
     case KvDType::kBF16: return decode_plain<DType::BF16>;
     case KvDType::kQ8_0: return decode_q8;
     case KvDType::kFp8E4M3: return decode_fp8;
-    case KvDType::kQ4_0: return decode_q4;
   }
   fail("KV cache type {} has no CPU attention kernel", name(t));
 }

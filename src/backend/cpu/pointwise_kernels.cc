@@ -161,8 +161,9 @@ void scale(ThreadPool& pool, Tensor& x, float s) {
 }
 
 // Float types store through SIMD conversions; the scaled types (q8_0,
-// fp8_e4m3, q4_0) run the reference row encoder, which needs a whole row for
-// its scale - a few microseconds a step, under 0.1% of one.
+// fp8_e4m3) run the reference row encoder, which needs a whole block or row
+// for its scale: a few microseconds a step, a tiny share of one. Each row is
+// encoded from its own numbers, so the bytes never depend on the batch.
 void write_kv(ThreadPool& pool, const Tensor& k, const Tensor& v, const Tensor& slot_mapping, PagedKv& kv) {
   const std::int64_t heads = kv.num_kv_heads(), bs = kv.block_size;
   const auto* slots = slot_mapping.as<const std::int32_t>();

@@ -1,9 +1,8 @@
 // Vector math for the CPU kernels (AVX2 + FMA + F16C): exp, loads of cache
-// rows of any KV type (f32, f16, bf16, int8, fp8, 4-bit codes) as floats,
-// and a fixed-order horizontal sum. Include
-// only inside a region compiled for that target (see the kernel files).
-// Every function is a fixed sequence of IEEE operations, so a value depends
-// only on its inputs.
+// rows of any KV type (f32, f16, bf16, int8, fp8 codes) as floats, and a
+// fixed-order horizontal sum. Include only inside a region compiled for that
+// target (see the kernel files). Every function is a fixed sequence of IEEE
+// operations, so a value depends only on its inputs.
 #pragma once
 
 #include <immintrin.h>
@@ -87,11 +86,6 @@ inline __m256 load8_i8(const std::uint8_t* codes) {
 inline __m256 load8_fp8(const float* table, const std::uint8_t* codes) {
   const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes));
   return _mm256_i32gather_ps(table, _mm256_cvtepu8_epi32(b), 4);
-}
-
-// The low 8 bytes of v, each a 4-bit code in [0, 15], as floats of code - 8.
-inline __m256 nibbles8(__m128i v) {
-  return _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_cvtepu8_epi32(v), _mm256_set1_epi32(8)));
 }
 
 }  // namespace folio::simd
