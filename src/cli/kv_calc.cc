@@ -17,6 +17,7 @@
 #include "model/gguf_file.h"
 #include "model/model_config.h"
 #include "tensor/dtype.h"
+#include "tensor/kv_dtype.h"
 
 namespace folio::cli {
 namespace {
@@ -112,9 +113,9 @@ std::string list_names() {
   return s;
 }
 
-// Weight formats come from the GGUF type table, plus fp8.
+// Weight formats come from the GGUF type table, plus fp8 (a byte a number).
 NumberFormat weight_format(const std::string& name) {
-  if (auto fp8 = kv_number_format(name); fp8 && fp8->name == "fp8") return *fp8;
+  if (name == "fp8" || name == "FP8") return NumberFormat{"fp8", 1, 1};
   if (auto t = parse_dtype(name)) {
     const DTypeInfo& i = info(*t);
     return NumberFormat{std::string(i.name), i.block_elems, i.block_bytes};
@@ -156,10 +157,21 @@ Model load_model(const std::string& name) {
   return m;
 }
 
-std::string kv_formula(const ModelShape& m, const NumberFormat& kv) {
-  const std::string per_number =
-      kv.block_elems == 1 ? fmt::format("{} B ({})", kv.block_bytes, kv.name)
-                          : fmt::format("{}/{} B ({}, whole blocks)", kv.block_bytes, kv.block_elems, kv.name);
+// "2 B (f16)", "34/32 B (q8_0, whole blocks)", "1 B (fp8_e4m3) + 2 B a row".
+std::string per_number_text(const NumberFormat& f) {
+  std::string s = f.block_elems == 1 ? fmt::format("{} B ({})", f.block_bytes, f.name)
+                                     : fmt::format("{}/{} B ({}, whole blocks)", f.block_bytes, f.block_elems, f.name);
+  if (f.row_scale_bytes > 0) s += fmt::format(" + {} B a row (its scale)", f.row_scale_bytes);
+  return s;
+}
+
+std::string kv_formula(const ModelShape& m, const NumberFormat& kv, const NumberFormat& v) {
+  const std::string per_number = per_number_text(kv);
+  if (kv.name != v.name && m.kv_latent_dim == 0) {
+    const int vd = m.value_head_dim > 0 ? m.value_head_dim : m.head_dim;
+    return fmt::format("{} layers x {} KV heads x ({} K dims x {} + {} V dims x {})", m.num_layers, m.num_kv_heads,
+                       m.head_dim, per_number, vd, per_number_text(v));
+  }
   if (m.kv_latent_dim > 0)
     return fmt::format("{} layers x {} latent numbers (one row for K and V) x {}", m.num_layers, m.kv_latent_dim,
                        per_number);
@@ -177,12 +189,21 @@ void run(const Options& o) {
   }
   if (o.model.empty()) fail("name a model preset or a GGUF file; `folio kv-calc --list` shows the presets");
   const Model model = load_model(o.model);
-  const auto kv = kv_number_format(o.kv);
-  if (!kv) fail("unknown KV format \"{}\"; use one of: {}", o.kv, fmt::join(kv_number_format_names(), ", "));
+  // "q8_0" for both, or "K:V" such as "q8_0:f16", as --kv-cache-dtype of run and serve.
+  const auto colon = o.kv.find(':');
+  const std::string k_name = o.kv.substr(0, colon);
+  const std::string v_name = colon == std::string::npos ? k_name : o.kv.substr(colon + 1);
+  const auto kv = kv_number_format(k_name);
+  const auto v_kv = kv_number_format(v_name);
+  if (!kv || !v_kv)
+    fail("unknown KV cache type \"{}\"; use one of: {}, or K:V such as q8_0:f16", o.kv,
+         fmt::join(kv_number_format_names(), ", "));
+  const std::string kv_name = kv->name == v_kv->name ? kv->name : kv->name + ":" + v_kv->name;
 
   CapacityQuery q;
   q.model = model.shape;
   q.kv_format = *kv;
+  if (v_kv->name != kv->name) q.v_format = *v_kv;
   q.context_tokens = o.ctx;
   q.num_users = o.users;
   q.block_size = o.block_size;
@@ -238,7 +259,7 @@ void run(const Options& o) {
     j["model"] = {{"name", m.name}, {"source", model.source}, {"num_params", m.num_params},
                   {"num_layers", m.num_layers}, {"num_kv_heads", m.num_kv_heads}, {"head_dim", m.head_dim},
                   {"kv_latent_dim", m.kv_latent_dim}, {"num_experts", m.num_experts}};
-    j["kv_format"] = kv->name;
+    j["kv_format"] = kv_name;
     j["context_tokens"] = q.context_tokens;
     j["num_users"] = q.num_users;
     j["block_size"] = q.block_size;
@@ -274,13 +295,13 @@ void run(const Options& o) {
                decimal_gb(p.reserve_bytes), q.reserve_bytes ? "--reserve" : o.reserve + " of memory, --reserve");
   }
   fmt::print("load    {} user(s) x {} tokens of context; KV in {}, blocks of {} tokens\n\n", grouped(q.num_users),
-             grouped(q.context_tokens), kv->name, q.block_size);
+             grouped(q.context_tokens), kv_name, q.block_size);
 
   auto row = [](const std::string& name, const std::string& value, const std::string& how) {
     fmt::print("{:<15}{}\n{:<15}  = {}\n", name, value, "", how);
   };
   row("weights", bytes_text(p.weight_bytes), weight_how);
-  row("KV per token", bytes_text(p.kv_bytes_per_token), kv_formula(m, *kv));
+  row("KV per token", bytes_text(p.kv_bytes_per_token), kv_formula(m, *kv, *v_kv));
   row("KV per user", bytes_text(p.kv_bytes_per_user),
       fmt::format("{} tokens{} x {}", grouped(p.tokens_per_user),
                   p.tokens_per_user != q.context_tokens ? " (context rounded up to whole blocks)" : "",
@@ -333,7 +354,7 @@ void add_kv_calc(CLI::App& app) {
   cmd->add_option("--bw", o->bw, "Memory bandwidth, with a unit: 3.35TB/s (overrides the preset)");
   cmd->add_option("-w,--weights", o->weights,
                   "Weight format: f16, bf16, fp8, q8_0, q4_k, q4_0, ... (default f16; a file's own size)");
-  cmd->add_option("--kv", o->kv, "KV cache format: f32, f16, bf16, fp8, q8_0")->capture_default_str();
+  cmd->add_option("--kv-cache-dtype,--kv", o->kv, kKvCacheDTypeHelp)->capture_default_str();
   cmd->add_option("-c,--ctx", o->ctx, "Context length per user, in tokens")->capture_default_str();
   cmd->add_option("-u,--users", o->users, "Number of users (sequences) at once")->capture_default_str();
   cmd->add_option("--block-size", o->block_size, "KV block size in tokens")->capture_default_str();

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "tensor/kv_dtype.h"
 
 namespace folio {
 namespace {
@@ -83,16 +84,20 @@ std::optional<double> parse_with_unit(std::string_view text, bool per_second) {
 }  // namespace
 
 std::optional<NumberFormat> kv_number_format(std::string_view name) {
-  const std::string n = normalized(name);
-  if (n == "f32") return NumberFormat{"f32", 1, 4};
-  if (n == "f16") return NumberFormat{"f16", 1, 2};
-  if (n == "bf16") return NumberFormat{"bf16", 1, 2};
-  if (n == "fp8" || n == "f8" || n == "fp8e4m3" || n == "fp8e5m2") return NumberFormat{"fp8", 1, 1};
-  if (n == "q80") return NumberFormat{"q8_0", 32, 34};
-  return std::nullopt;
+  const auto type = parse_kv_dtype(name);
+  if (!type) return std::nullopt;
+  const KvDTypeInfo& i = info(*type);
+  NumberFormat f{std::string(i.name), 1, i.code_bits / 8, 0};
+  if (i.scale_group > 0) {
+    f.block_elems = i.scale_group;
+    f.block_bytes = i.scale_group * i.code_bits / 8 + 2;
+  } else if (i.scale_group < 0) {
+    f.row_scale_bytes = 2;
+  }
+  return f;
 }
 
-std::vector<std::string> kv_number_format_names() { return {"f32", "f16", "bf16", "fp8", "q8_0"}; }
+std::vector<std::string> kv_number_format_names() { return kv_dtype_names(); }
 
 const std::vector<ModelShape>& model_presets() {
   static const std::vector<ModelShape> presets = make_model_presets();
@@ -117,14 +122,18 @@ std::optional<DeviceSpec> find_device_preset(std::string_view name) {
 }
 
 std::int64_t kv_bytes_per_token(const ModelShape& model, const NumberFormat& kv_format) {
+  return kv_bytes_per_token(model, kv_format, kv_format);
+}
+
+std::int64_t kv_bytes_per_token(const ModelShape& model, const NumberFormat& k_format, const NumberFormat& v_format) {
   if (model.num_layers <= 0) fail("model {}: number of layers must be positive", model.name);
-  if (model.kv_latent_dim > 0) return model.num_layers * kv_format.row_bytes(model.kv_latent_dim);
+  if (model.kv_latent_dim > 0) return model.num_layers * k_format.row_bytes(model.kv_latent_dim);
   if (model.num_kv_heads <= 0 || model.head_dim <= 0)
     fail("model {}: KV heads ({}) and head dim ({}) must be positive", model.name, model.num_kv_heads,
          model.head_dim);
   const int value_head_dim = model.value_head_dim > 0 ? model.value_head_dim : model.head_dim;
   return static_cast<std::int64_t>(model.num_layers) * model.num_kv_heads *
-         (kv_format.row_bytes(model.head_dim) + kv_format.row_bytes(value_head_dim));
+         (k_format.row_bytes(model.head_dim) + v_format.row_bytes(value_head_dim));
 }
 
 std::int64_t weight_bytes(const ModelShape& model, const NumberFormat& weight_format) {
@@ -142,7 +151,7 @@ CapacityPlan plan_capacity(const CapacityQuery& q) {
 
   CapacityPlan p;
   p.weight_bytes = q.weight_bytes;
-  p.kv_bytes_per_token = kv_bytes_per_token(q.model, q.kv_format);
+  p.kv_bytes_per_token = kv_bytes_per_token(q.model, q.kv_format, q.v_format.value_or(q.kv_format));
   p.tokens_per_user = (q.context_tokens + q.block_size - 1) / q.block_size * q.block_size;
   p.kv_bytes_per_user = p.tokens_per_user * p.kv_bytes_per_token;
   p.kv_bytes_total = q.num_users * p.kv_bytes_per_user;

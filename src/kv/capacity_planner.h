@@ -14,18 +14,25 @@
 namespace folio {
 
 // How numbers are stored: block_bytes bytes per block of block_elems numbers
-// (f16: 2 per 1; q8_0: 34 per 32; q4_k: 144 per 256).
+// (f16: 2 per 1; q8_0: 34 per 32; q4_k: 144 per 256), plus row_scale_bytes
+// per row (the KV cache's fp8_e4m3 keeps an f16 scale per token and KV head).
 struct NumberFormat {
   std::string name;
   std::int64_t block_elems = 1;
   std::int64_t block_bytes = 2;
+  std::int64_t row_scale_bytes = 0;
 
+  // Bits per number, per-row scales left out.
   double bits_per_number() const { return 8.0 * static_cast<double>(block_bytes) / static_cast<double>(block_elems); }
-  // Bytes of a row of n numbers, in whole blocks.
-  std::int64_t row_bytes(std::int64_t n) const { return (n + block_elems - 1) / block_elems * block_bytes; }
+  // Bytes of a row of n numbers, in whole blocks, with its row scale.
+  std::int64_t row_bytes(std::int64_t n) const {
+    return (n + block_elems - 1) / block_elems * block_bytes + row_scale_bytes;
+  }
 };
 
-// The KV cache formats: f32, f16, bf16, fp8, q8_0. nullopt for other names.
+// The KV cache formats, byte for byte as the engine stores them
+// (tensor/kv_dtype.h): f32, f16, bf16, q8_0, fp8_e4m3 (or fp8). nullopt for
+// other names.
 std::optional<NumberFormat> kv_number_format(std::string_view name);
 std::vector<std::string> kv_number_format_names();
 
@@ -58,9 +65,12 @@ const std::vector<DeviceSpec>& device_presets();
 std::optional<ModelShape> find_model_preset(std::string_view name);
 std::optional<DeviceSpec> find_device_preset(std::string_view name);
 
-// KV bytes per token: layers x (2 x kv_heads rows of head_dim, or one latent
-// row) x bytes per number (in whole blocks of a quantized format).
+// KV bytes per token: layers x (kv_heads rows of head_dim for K and for V,
+// or one latent row) x bytes per number (in whole blocks of a quantized
+// format, scales included). K and V may differ in format; a latent row is
+// stored in K's.
 std::int64_t kv_bytes_per_token(const ModelShape& model, const NumberFormat& kv_format);
+std::int64_t kv_bytes_per_token(const ModelShape& model, const NumberFormat& k_format, const NumberFormat& v_format);
 // Every weight stored in one format (a quantized file keeps a few tensors,
 // such as norms, wider; its real size is in the file).
 std::int64_t weight_bytes(const ModelShape& model, const NumberFormat& weight_format);
@@ -68,7 +78,8 @@ std::int64_t weight_bytes(const ModelShape& model, const NumberFormat& weight_fo
 struct CapacityQuery {
   ModelShape model;
   std::int64_t weight_bytes = 0;  // from weight_bytes() or a model file's tensors
-  NumberFormat kv_format;
+  NumberFormat kv_format;                 // K's, and V's unless v_format is set
+  std::optional<NumberFormat> v_format;
   DeviceSpec device;
   std::int64_t context_tokens = 4096;  // per user
   std::int64_t num_users = 1;

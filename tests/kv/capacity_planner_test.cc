@@ -1,5 +1,6 @@
 // CapacityPlanner: the classic worked examples to the byte (OPT-13B,
-// Llama-2-7B), every preset's KV size, and the presets' parameter counts.
+// Llama-2-7B), every preset's KV size in every KV type (scales counted as the
+// engine stores them), and the presets' parameter counts.
 #include "kv/capacity_planner.h"
 
 #include <gtest/gtest.h>
@@ -7,6 +8,9 @@
 #include <cstdint>
 
 #include "core/error.h"
+#include "kv/kv_storage.h"
+#include "model/model_config.h"
+#include "tensor/kv_dtype.h"
 
 namespace folio {
 namespace {
@@ -82,7 +86,7 @@ TEST(CapacityPlanner, KvBytesPerTokenForEveryPresetAndFormat) {
   const Row rows[] = {
       {"Llama-2-7B", "f32", 1'048'576},        // 2 x 32 x 32 x 128 x 4
       {"Llama-2-7B", "bf16", 524'288},
-      {"Llama-2-7B", "fp8", 262'144},
+      {"Llama-2-7B", "fp8", 266'240},          // 2 x 32 x 32 x (128 + 2 for the row's scale)
       {"Llama-2-7B", "q8_0", 278'528},         // 2 x 32 x 32 x (128 / 32 x 34)
       {"Llama-2-13B", "f16", 819'200},         // 2 x 40 x 40 x 128 x 2
       {"Llama-3-8B", "f16", 131'072},          // 2 x 32 x 8 x 128 x 2
@@ -91,7 +95,7 @@ TEST(CapacityPlanner, KvBytesPerTokenForEveryPresetAndFormat) {
       {"Qwen2.5-7B", "f16", 57'344},           // 2 x 28 x 4 x 128 x 2
       {"Mixtral-8x7B", "f16", 131'072},
       {"DeepSeek-V3", "bf16", 70'272},         // 61 x (512 + 64) x 2, no factor 2
-      {"DeepSeek-V3", "fp8", 35'136},
+      {"DeepSeek-V3", "fp8_e4m3", 61 * (576 + 2)},
       {"DeepSeek-V3", "q8_0", 61 * 18 * 34},   // 576 = 18 blocks of 32
   };
   for (const Row& r : rows) EXPECT_EQ(kv_bytes_per_token(preset(r.model), kv(r.format)), r.bytes) << r.model << " " << r.format;
@@ -149,6 +153,8 @@ TEST(CapacityPlanner, FindsPresetsLoosely) {
   EXPECT_FALSE(find_device_preset("TPU"));
   EXPECT_FALSE(kv_number_format("q4_0"));
   EXPECT_EQ(kv_number_format("FP8")->block_bytes, 1);
+  EXPECT_EQ(kv_number_format("FP8")->row_scale_bytes, 2);
+  EXPECT_EQ(kv_number_format("fp8")->name, "fp8_e4m3");
 }
 
 TEST(CapacityPlanner, RoundsContextToWholeBlocks) {
@@ -177,6 +183,50 @@ TEST(CapacityPlanner, BadInputsSayWhatToChange) {
   q.context_tokens = 1;
   q.reserve_fraction = 1.5;
   EXPECT_THROW(plan_capacity(q), Error);
+}
+
+// q8_0 keeps 34 bytes per 32 numbers (32 int8 codes and an f16 scale), so
+// a fixed KV budget holds 64 / 34 = 1.88x the users of f16.
+TEST(CapacityPlanner, Q8_0KvHoldsAbout1_88TimesTheUsersOfF16) {
+  const ModelShape m = preset("Llama-3-8B");
+  EXPECT_EQ(kv_bytes_per_token(m, kv("q8_0")), 2 * 32 * 8 * (128 / 32 * 34));
+  CapacityQuery q = query(m, kv("f16"), {"x", 80'000'000'000, 1e12});
+  q.context_tokens = 2048;
+  const CapacityPlan f16 = plan_capacity(q);
+  q.kv_format = kv("q8_0");
+  const CapacityPlan q8 = plan_capacity(q);
+  q.kv_format = kv("fp8_e4m3");
+  const CapacityPlan fp8 = plan_capacity(q);
+  EXPECT_EQ(q8.kv_bytes_per_user, 2048 * 2 * 32 * 8 * 136);
+  EXPECT_EQ(q8.max_users, f16.kv_budget_bytes / (2048LL * 2 * 32 * 8 * 136));
+  EXPECT_NEAR(static_cast<double>(q8.max_users) / static_cast<double>(f16.max_users), 64.0 / 34.0, 0.02);
+  EXPECT_NEAR(static_cast<double>(fp8.max_users) / static_cast<double>(f16.max_users), 256.0 / 130.0, 0.02);
+  // Keys and values apart: q8_0 keys, f16 values.
+  q.kv_format = kv("q8_0");
+  q.v_format = kF16;
+  EXPECT_EQ(plan_capacity(q).kv_bytes_per_token, 32 * 8 * (136 + 256));
+}
+
+// The planner counts exactly the bytes the engine's KV storage allocates per
+// block, scales included, for every KV type and for K and V apart.
+TEST(CapacityPlanner, CountsTheBytesKvStorageAllocates) {
+  ModelConfig c;
+  c.num_layers = 30;
+  c.num_kv_heads = 3;
+  c.head_dim = 64;
+  c.value_head_dim = 64;
+  ModelShape m;
+  m.num_layers = 30;
+  m.num_kv_heads = 3;
+  m.head_dim = 64;
+  for (const std::string& k : kv_dtype_names()) {
+    for (const std::string& v : kv_dtype_names()) {
+      const KvCacheDType type(*parse_kv_dtype(k), *parse_kv_dtype(v));
+      EXPECT_EQ(static_cast<std::int64_t>(KvStorage::block_bytes(c, 16, type)),
+                16 * kv_bytes_per_token(m, kv(k.c_str()), kv(v.c_str())))
+          << type.name();
+    }
+  }
 }
 
 TEST(CapacityPlanner, ParsesSizesAndBandwidths) {
