@@ -11,6 +11,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/reference/reference_backend.h"
 #include "tensor/half.h"
+#include "tensor/kv_dtype.h"
 
 namespace folio {
 namespace {
@@ -22,25 +23,27 @@ std::vector<float> random_floats(std::size_t n, std::mt19937& rng, float scale =
   return v;
 }
 
-// A paged cache of `num_blocks` blocks filled with random K/V, and block
-// tables that give each sequence its blocks in a shuffled order.
+// A paged cache of `num_blocks` blocks filled with random K/V, each row
+// encoded in its pool's type as write_kv would, and block tables that give
+// each sequence its blocks in a shuffled order.
 struct Cache {
-  std::vector<std::uint8_t> k_bytes, v_bytes;
+  std::vector<std::uint8_t> k_codes, v_codes;
+  std::vector<std::uint16_t> k_scales, v_scales;
   PagedKv kv;
-  Cache(DType type, std::int64_t num_blocks, std::int64_t kv_heads, std::int64_t block_size, std::int64_t hd,
+  Cache(KvCacheDType type, std::int64_t num_blocks, std::int64_t kv_heads, std::int64_t block_size, std::int64_t hd,
         std::int64_t vd, std::mt19937& rng) {
-    const auto elem = static_cast<std::size_t>(info(type).block_bytes);
-    k_bytes.resize(num_blocks * kv_heads * block_size * hd * elem);
-    v_bytes.resize(num_blocks * kv_heads * block_size * vd * elem);
+    const std::int64_t rows = num_blocks * kv_heads * block_size;
+    k_codes.resize(static_cast<std::size_t>(rows * kv_row_bytes(type.k, hd)));
+    v_codes.resize(static_cast<std::size_t>(rows * kv_row_bytes(type.v, vd)));
+    k_scales.resize(static_cast<std::size_t>(rows * kv_row_scales(type.k, hd)));
+    v_scales.resize(static_cast<std::size_t>(rows * kv_row_scales(type.v, vd)));
     kv.block_size = block_size;
-    kv.k = Tensor(k_bytes.data(), type, {num_blocks, kv_heads, block_size, hd});
-    kv.v = Tensor(v_bytes.data(), type, {num_blocks, kv_heads, block_size, vd});
-    for (Tensor* t : {&kv.k, &kv.v}) {
-      auto vals = random_floats(static_cast<std::size_t>(t->numel()), rng);
-      for (std::int64_t i = 0; i < t->numel(); ++i) {
-        if (type == DType::F32) t->as<float>()[i] = vals[i];
-        if (type == DType::F16) t->as<std::uint16_t>()[i] = f32_to_f16(vals[i]);
-        if (type == DType::BF16) t->as<std::uint16_t>()[i] = f32_to_bf16(vals[i]);
+    kv.k = kv_pool_view(k_codes.data(), k_scales.data(), type.k, num_blocks, kv_heads, block_size, hd);
+    kv.v = kv_pool_view(v_codes.data(), v_scales.data(), type.v, num_blocks, kv_heads, block_size, vd);
+    for (const KvPool* p : {&kv.k, &kv.v}) {
+      for (std::int64_t r = 0; r < rows; ++r) {
+        auto vals = random_floats(static_cast<std::size_t>(p->dim), rng);
+        encode_kv_row(p->type, vals.data(), p->dim, p->row(r), p->row_scale(r));
       }
     }
   }
@@ -89,7 +92,7 @@ std::vector<std::vector<std::int32_t>> shuffled_blocks(int num_seqs, int per_seq
 }
 
 struct AttentionCase {
-  DType kv_type;
+  KvCacheDType kv_type;
   int heads, kv_heads, head_dim, block_size;
   std::int64_t window;
   float softcap;
@@ -101,6 +104,13 @@ TEST(CpuOps, AttentionMatchesReference) {
       {DType::F16, 14, 2, 64, 16, 0, 0},   {DType::F16, 4, 1, 256, 16, 0, 0},  {DType::F32, 8, 8, 80, 32, 0, 0},
       {DType::F16, 6, 2, 12, 1, 0, 0},     {DType::F16, 4, 1, 64, 16, 37, 0},  {DType::F32, 4, 2, 33, 16, 0, 30.0f},
       {DType::F16, 16, 1, 128, 16, 300, 0},
+      // The scaled types: rows decoded inside the kernel, K and V apart.
+      {KvDType::kQ8_0, 9, 3, 64, 16, 0, 0},      {KvDType::kQ8_0, 4, 1, 256, 16, 0, 0},
+      {KvDType::kQ8_0, 16, 1, 128, 16, 300, 0},  {KvDType::kQ8_0, 8, 8, 96, 32, 0, 30.0f},
+      {KvDType::kFp8E4M3, 9, 3, 64, 16, 0, 0},   {KvDType::kFp8E4M3, 8, 8, 80, 32, 0, 0},
+      {KvDType::kFp8E4M3, 6, 2, 12, 1, 0, 0},    {KvDType::kFp8E4M3, 4, 1, 64, 16, 37, 0},
+      {{KvDType::kQ8_0, KvDType::kF16}, 14, 2, 64, 16, 0, 0},
+      {{KvDType::kF16, KvDType::kFp8E4M3}, 14, 2, 64, 16, 0, 0},
   };
   std::mt19937 rng(7);
   for (const AttentionCase& c : cases) {
@@ -120,14 +130,16 @@ TEST(CpuOps, AttentionMatchesReference) {
     CpuBackend(2).attention(qt, cache.kv, b.meta, params, gt);
     double worst = 0;
     for (std::size_t i = 0; i < want.size(); ++i) worst = std::max(worst, double(std::fabs(want[i] - got[i])));
-    EXPECT_LT(worst, 2e-5) << name(c.kv_type) << " heads " << c.heads << "/" << c.kv_heads << " dim " << c.head_dim
+    EXPECT_LT(worst, 2e-5) << c.kv_type.name() << " heads " << c.heads << "/" << c.kv_heads << " dim " << c.head_dim
                            << " block " << c.block_size << " window " << c.window;
   }
 }
 
 TEST(CpuOps, AttentionOfAQueryNeverDependsOnTheBatch) {
   std::mt19937 rng(8);
-  for (DType type : {DType::F16, DType::F32}) {
+  for (KvCacheDType type : {KvCacheDType(DType::F16), KvCacheDType(DType::F32), KvCacheDType(KvDType::kQ8_0),
+                            KvCacheDType(KvDType::kFp8E4M3)}) {
+    SCOPED_TRACE(type.name());
     const int heads = 14, kv_heads = 2, hd = 64, bs = 16, len = 530;
     Cache cache(type, 2 * 34, kv_heads, bs, hd, hd, rng);
     auto blocks = shuffled_blocks(2, 34, rng);
@@ -221,21 +233,52 @@ TEST(CpuOps, RopeMatchesReferenceInBothOrderings) {
 
 TEST(CpuOps, WriteKvMatchesReferenceForEveryCacheType) {
   std::mt19937 rng(11);
-  for (DType type : {DType::F32, DType::F16, DType::BF16}) {
-    for (std::int64_t hd : {64, 12, 9}) {
+  for (KvDType type : {KvDType::kF32, KvDType::kF16, KvDType::kBF16, KvDType::kQ8_0, KvDType::kFp8E4M3}) {
+    for (std::int64_t hd : {64, 12, 9, 96}) {
+      if (kv_dim_problem(type, hd)) continue;  // q8_0 needs whole blocks of 32
       Cache a(type, 4, 2, 16, hd, hd, rng), b(type, 4, 2, 16, hd, hd, rng);
-      b.k_bytes = a.k_bytes;
-      b.v_bytes = a.v_bytes;
+      b.k_codes = a.k_codes;
+      b.v_codes = a.v_codes;
+      b.k_scales = a.k_scales;
+      b.v_scales = a.v_scales;
       const std::int64_t T = 5;
-      auto k = random_floats(static_cast<std::size_t>(T * 2 * hd), rng);
-      auto v = random_floats(static_cast<std::size_t>(T * 2 * hd), rng);
+      auto k = random_floats(static_cast<std::size_t>(T * 2 * hd), rng, 4.0f);
+      auto v = random_floats(static_cast<std::size_t>(T * 2 * hd), rng, 4.0f);
       std::vector<std::int32_t> slots = {0, 17, -1, 63, 31};
       Tensor kt(k.data(), DType::F32, {T, 2, hd}), vt(v.data(), DType::F32, {T, 2, hd});
       Tensor st(slots.data(), DType::I32, {T});
       ReferenceBackend().write_kv(kt, vt, st, a.kv);
       CpuBackend(2).write_kv(kt, vt, st, b.kv);
-      EXPECT_EQ(a.k_bytes, b.k_bytes) << name(type) << " head_dim " << hd;
-      EXPECT_EQ(a.v_bytes, b.v_bytes) << name(type) << " head_dim " << hd;
+      EXPECT_EQ(a.k_codes, b.k_codes) << name(type) << " head_dim " << hd;
+      EXPECT_EQ(a.v_codes, b.v_codes) << name(type) << " head_dim " << hd;
+      EXPECT_EQ(a.k_scales, b.k_scales) << name(type) << " head_dim " << hd;
+      EXPECT_EQ(a.v_scales, b.v_scales) << name(type) << " head_dim " << hd;
+      // What was written reads back as the row's own encoding: token 3 of
+      // slot 63 (block 3, offset 15), KV head 1.
+      std::vector<float> got(static_cast<std::size_t>(hd)), want(static_cast<std::size_t>(hd));
+      const std::int64_t r = a.kv.row_of(63, 1);
+      decode_kv_row(type, a.kv.k.row(r), a.kv.k.row_scale(r), hd, got.data());
+      std::vector<std::uint8_t> codes(static_cast<std::size_t>(kv_row_bytes(type, hd)));
+      std::vector<std::uint16_t> scales(static_cast<std::size_t>(kv_row_scales(type, hd)) + 1);
+      encode_kv_row(type, k.data() + (3 * 2 + 1) * hd, hd, codes.data(), scales.data());
+      decode_kv_row(type, codes.data(), scales.data(), hd, want.data());
+      EXPECT_EQ(got, want) << name(type) << " head_dim " << hd;
+    }
+  }
+}
+
+TEST(CpuOps, CopyBlocksMovesCodesAndScales) {
+  std::mt19937 rng(12);
+  for (KvDType type : {KvDType::kF16, KvDType::kQ8_0, KvDType::kFp8E4M3}) {
+    Cache c(type, 4, 2, 16, 64, 64, rng);
+    CpuBackend(2).copy_blocks(c.kv, {{1, 3}});
+    for (const KvPool* p : {&c.kv.k, &c.kv.v}) {
+      for (std::int64_t r = 0; r < 2 * 16; ++r) {
+        std::vector<float> src(64), dst(64);
+        decode_kv_row(type, p->row(1 * 32 + r), p->row_scale(1 * 32 + r), 64, src.data());
+        decode_kv_row(type, p->row(3 * 32 + r), p->row_scale(3 * 32 + r), 64, dst.data());
+        EXPECT_EQ(src, dst) << name(type) << " row " << r;
+      }
     }
   }
 }
