@@ -1,7 +1,7 @@
 // The engine on a real model (SmolLM2): continuous batching, chunked prefill,
 // preemption and prefix caching never change a greedy output (DESIGN.md rule
-// 5, asserted with ==), n > 1, stop strings, aborts, and the pool returns to
-// fully free after every run.
+// 5, asserted with ==), with f16 and quantized KV caches alike, n > 1, stop
+// strings, aborts, and the pool returns to fully free after every run.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -161,6 +161,54 @@ TEST_F(EngineTest, PreemptedAndRecomputedRequestsGiveTheSameTokens) {
   for (std::size_t i = 0; i < texts.size(); ++i) EXPECT_EQ(collect(*streams[i]).tokens.at(0), want[i]) << i;
   EXPECT_GT(engine.stats().num_preemptions, 0);
   expect_pool_free(engine);
+}
+
+TEST_F(EngineTest, QuantizedKvGivesTheSameTokensAloneAndInABatch) {
+  const auto texts = prompts(16);
+  for (KvCacheDType type : {KvCacheDType(KvDType::kQ8_0), KvCacheDType(KvDType::kFp8E4M3),
+                            KvCacheDType(KvDType::kQ8_0, KvDType::kF16)}) {
+    SCOPED_TRACE(type.name());
+    EngineConfig c = config();
+    c.kv_dtype = type;
+    Engine engine(session_, c);
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (const auto& t : texts) streams.push_back(engine.submit(greedy(t, 12)));
+    std::vector<std::vector<TokenId>> batched;
+    for (auto& s : streams) batched.push_back(collect(*s).tokens.at(0));
+    expect_pool_free(engine);
+    for (int i = 0; i < 16; i += 5) EXPECT_EQ(run_alone(c, greedy(texts[i], 12)), batched[i]) << "request " << i;
+  }
+}
+
+TEST_F(EngineTest, QuantizedKvKeepsPreemptionAndPrefixCachingExact) {
+  const auto texts = prompts(8);
+  EngineConfig alone = config(512, 64, 0, /*caching=*/false);
+  alone.kv_dtype = KvDType::kQ8_0;
+  std::vector<std::vector<TokenId>> want;
+  for (const auto& t : texts) want.push_back(run_alone(alone, greedy(t, 40)));
+  // 12 blocks cannot hold eight sequences of ~60 tokens: preemption, and
+  // prompts recomputed or found again in the prefix cache.
+  EngineConfig tight = config(512, 64, 12);
+  tight.kv_dtype = KvDType::kQ8_0;
+  Engine engine(session_, tight);
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (const auto& t : texts) streams.push_back(engine.submit(greedy(t, 40)));
+  for (std::size_t i = 0; i < texts.size(); ++i) EXPECT_EQ(collect(*streams[i]).tokens.at(0), want[i]) << i;
+  EXPECT_GT(engine.stats().num_preemptions, 0);
+  expect_pool_free(engine);
+
+  std::string shared;
+  for (int i = 0; i < 12; ++i) shared += "This sentence is part of a long shared system prompt. ";
+  const std::string b = shared + "Question two: name a color.";
+  const auto want_b = run_alone(alone, greedy(b, 8));
+  EngineConfig cached = config();
+  cached.kv_dtype = KvDType::kQ8_0;
+  Engine warm(session_, cached);
+  collect(*warm.submit(greedy(shared + "Question one: what is two plus two?", 8)));
+  Collected cb = collect(*warm.submit(greedy(b, 8)));
+  EXPECT_GT(cb.usage.cached_tokens, 100);
+  EXPECT_EQ(cb.tokens.at(0), want_b);
+  expect_pool_free(warm);
 }
 
 TEST_F(EngineTest, PrefixCacheHitComputesOnlyTheSuffixAndChangesNothing) {
