@@ -157,29 +157,26 @@ Model load_model(const std::string& name) {
   return m;
 }
 
-// "2 B (f16)", "34/32 B (q8_0, whole blocks)", "1 B (fp8_e4m3) + 2 B a row".
-std::string per_number_text(const NumberFormat& f) {
-  std::string s = f.block_elems == 1 ? fmt::format("{} B ({})", f.block_bytes, f.name)
-                                     : fmt::format("{}/{} B ({}, whole blocks)", f.block_bytes, f.block_elems, f.name);
-  if (f.row_scale_bytes > 0) s += fmt::format(" + {} B a row (its scale)", f.row_scale_bytes);
-  return s;
+// A row of `dims` numbers: "64 dims x 2 B (f16)", "64 dims x 34/32 B (q8_0,
+// whole blocks)", "(64 dims x 1 B + 2 B scale) (fp8_e4m3)".
+std::string row_text(const NumberFormat& f, int dims, const char* what = "dims") {
+  const std::string per_number = f.block_elems == 1 ? fmt::format("{} B", f.block_bytes)
+                                                    : fmt::format("{}/{} B", f.block_bytes, f.block_elems);
+  const std::string how = f.block_elems == 1 ? f.name : f.name + ", whole blocks";
+  if (f.row_scale_bytes > 0)
+    return fmt::format("({} {} x {} + {} B scale) ({})", dims, what, per_number, f.row_scale_bytes, how);
+  return fmt::format("{} {} x {} ({})", dims, what, per_number, how);
 }
 
-std::string kv_formula(const ModelShape& m, const NumberFormat& kv, const NumberFormat& v) {
-  const std::string per_number = per_number_text(kv);
-  if (kv.name != v.name && m.kv_latent_dim == 0) {
-    const int vd = m.value_head_dim > 0 ? m.value_head_dim : m.head_dim;
-    return fmt::format("{} layers x {} KV heads x ({} K dims x {} + {} V dims x {})", m.num_layers, m.num_kv_heads,
-                       m.head_dim, per_number, vd, per_number_text(v));
-  }
+std::string kv_formula(const ModelShape& m, const NumberFormat& k, const NumberFormat& v) {
   if (m.kv_latent_dim > 0)
-    return fmt::format("{} layers x {} latent numbers (one row for K and V) x {}", m.num_layers, m.kv_latent_dim,
-                       per_number);
-  if (m.value_head_dim > 0 && m.value_head_dim != m.head_dim)
-    return fmt::format("{} layers x {} KV heads x ({} K + {} V dims) x {}", m.num_layers, m.num_kv_heads, m.head_dim,
-                       m.value_head_dim, per_number);
-  return fmt::format("2 (K, V) x {} layers x {} KV heads x {} dims x {}", m.num_layers, m.num_kv_heads, m.head_dim,
-                     per_number);
+    return fmt::format("{} layers x {} (one latent row for K and V)", m.num_layers,
+                       row_text(k, m.kv_latent_dim, "numbers"));
+  const int vd = m.value_head_dim > 0 ? m.value_head_dim : m.head_dim;
+  if (k.name != v.name || vd != m.head_dim)
+    return fmt::format("{} layers x {} KV heads x (K {} + V {})", m.num_layers, m.num_kv_heads,
+                       row_text(k, m.head_dim), row_text(v, vd));
+  return fmt::format("2 (K, V) x {} layers x {} KV heads x {}", m.num_layers, m.num_kv_heads, row_text(k, m.head_dim));
 }
 
 void run(const Options& o) {
