@@ -1,11 +1,13 @@
 """`folio serve` over time: clients that hang up mid-stream or mid-request
 have their requests aborted and their KV blocks freed; 256 streaming clients
 at once all complete; SIGTERM drains running requests and exits 0; /health
-answers 503 while the model loads."""
+answers 503 while the model loads; a quantized KV cache holds more blocks
+in the same budget."""
 import asyncio
 import json
 import signal
 import socket
+import subprocess
 import threading
 import time
 
@@ -205,3 +207,27 @@ def test_health_is_503_while_the_model_loads(tmp_path_factory):
         assert log.index("listening on") < log.index("serving")
     finally:
         assert s.stop() == 0
+
+
+def test_quantized_kv_cache_holds_more_blocks_in_the_same_budget(tmp_path_factory, build_dir):
+    # q8_0 keeps 34 bytes per 32 numbers, f16 64: the same budget holds 64/34 = 1.88x the blocks.
+    blocks, used = {}, {}
+    for dtype in ("f16", "q8_0"):
+        s = start_folio_server(tmp_path_factory, "kv-" + dtype, "--kv-cache-dtype", dtype, "--kv-cache-memory",
+                               "32MiB", "--max-model-len", "512")
+        try:
+            r = httpx.post(s.url + "/v1/completions", timeout=60,
+                           json={"prompt": "The capital of France is", "max_tokens": 8, "temperature": 0})
+            assert r.status_code == 200 and r.json()["choices"][0]["text"], r.text
+            m = metrics(s)
+            blocks[dtype] = m["folio:kv_cache_blocks_total"]
+            used[dtype] = m["folio:kv_cache_bytes"]
+            assert dtype in s.log()
+        finally:
+            assert s.stop() == 0, s.log()
+    assert abs(blocks["q8_0"] / blocks["f16"] - 64 / 34) < 0.01, blocks
+    assert all(b <= 32 * 2**20 for b in used.values()), used
+    # An unknown type is refused before the model loads, with the choices.
+    bad = subprocess.run([str(build_dir / "folio"), "serve", "--kv-cache-dtype", "int8"], capture_output=True,
+                         text=True, timeout=60)
+    assert bad.returncode != 0 and "q8_0" in bad.stderr, bad.stderr
