@@ -26,6 +26,7 @@
 #include "engine/speculative/speculative_config.h"
 #include "kv/kv_cache_manager.h"
 #include "kv/kv_storage.h"
+#include "tensor/kv_dtype.h"
 
 namespace folio {
 
