@@ -23,7 +23,8 @@ DType codes_dtype(KvDType type) {
 std::int64_t codes_cols(KvDType type, std::int64_t dim) { return is_scaled(type) ? kv_row_bytes(type, dim) : dim; }
 
 void check_dim(KvDType type, std::int64_t dim) {
-  if (auto problem = kv_dim_problem(type, dim)) fail("KV cache type {} cannot hold rows of {} numbers: {}", name(type), dim, *problem);
+  if (auto problem = kv_dim_problem(type, dim))
+    fail("KV cache type {} cannot hold rows of {} numbers: {}", name(type), dim, *problem);
 }
 
 }  // namespace
@@ -67,7 +68,8 @@ KvPool kv_pool_view(void* codes, void* scales, KvDType type, std::int64_t num_bl
   p.type = type;
   p.dim = dim;
   p.codes = Tensor(codes, codes_dtype(type), {num_blocks, num_kv_heads, block_size, codes_cols(type, dim)});
-  if (is_scaled(type)) p.scales = Tensor(scales, DType::F16, {num_blocks, num_kv_heads, block_size, kv_row_scales(type, dim)});
+  if (is_scaled(type))
+    p.scales = Tensor(scales, DType::F16, {num_blocks, num_kv_heads, block_size, kv_row_scales(type, dim)});
   return p;
 }
 

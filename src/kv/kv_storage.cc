@@ -13,7 +13,10 @@ std::uint64_t KvStorage::block_bytes(const ModelConfig& c, std::int64_t block_si
 
 std::int64_t KvStorage::blocks_for_budget(const ModelConfig& c, std::int64_t block_size, KvCacheDType dtype,
                                           std::uint64_t budget_bytes) {
-  return static_cast<std::int64_t>(budget_bytes / block_bytes(c, block_size, dtype));
+  // Each layer's K and V pools (codes and scales) start 64-byte aligned.
+  const auto padding = static_cast<std::uint64_t>(c.num_layers) * 4 * 64;
+  if (budget_bytes <= padding) return 0;
+  return static_cast<std::int64_t>((budget_bytes - padding) / block_bytes(c, block_size, dtype));
 }
 
 KvStorage::KvStorage(Backend& backend, const ModelConfig& c, const KvStorageOptions& o)

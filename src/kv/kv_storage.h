@@ -29,14 +29,15 @@ class KvStorage {
   KvCacheDType dtype() const { return dtype_; }
   // Bytes one block takes over all layers, K and V, codes and scales.
   std::uint64_t bytes_per_block() const { return bytes_per_block_; }
-  // Every byte of the pools (whole blocks, plus at most 64 bytes of
-  // alignment per pool).
+  // Every byte of the pools: whole blocks, plus under 64 bytes of alignment
+  // per array (codes, scales) of a pool; never more than the budget.
   std::uint64_t total_bytes() const { return total_bytes_; }
   std::vector<PagedKv>& layers() { return layers_; }
 
   // Bytes one block takes for this model: all layers, K and V, with scales.
   static std::uint64_t block_bytes(const ModelConfig& config, std::int64_t block_size, KvCacheDType dtype);
-  // Blocks of `block_size` that fit in `budget_bytes` for this model.
+  // Blocks of `block_size` that fit in `budget_bytes` for this model,
+  // alignment included.
   static std::int64_t blocks_for_budget(const ModelConfig& config, std::int64_t block_size, KvCacheDType dtype,
                                         std::uint64_t budget_bytes);
 

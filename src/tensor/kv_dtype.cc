@@ -71,7 +71,8 @@ void encode_q8(const float* x, std::int64_t n, std::int8_t* q, std::uint16_t* sc
     const float* xb = x + b * kQ8Block;
     const Scale s = scale_for(max_abs(xb, kQ8Block), 127.0f);
     scales[b] = s.bits;
-    for (int i = 0; i < kQ8Block; ++i) q[b * kQ8Block + i] = static_cast<std::int8_t>(to_code(xb[i] * s.inverse, -127, 127));
+    for (int i = 0; i < kQ8Block; ++i)
+      q[b * kQ8Block + i] = static_cast<std::int8_t>(to_code(xb[i] * s.inverse, -127, 127));
   }
 }
 
@@ -120,7 +121,8 @@ std::int64_t kv_row_scales(KvDType type, std::int64_t dim) {
 }
 
 void encode_kv_row(KvDType type, const float* x, std::int64_t n, void* codes, std::uint16_t* scales) {
-  if (auto problem = kv_dim_problem(type, n)) fail("cannot store a row of {} numbers as {}: {}", n, name(type), *problem);
+  if (auto problem = kv_dim_problem(type, n))
+    fail("cannot store a row of {} numbers as {}: {}", n, name(type), *problem);
   switch (type) {
     case KvDType::kF32: std::memcpy(codes, x, static_cast<std::size_t>(n) * sizeof(float)); break;
     case KvDType::kF16:

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "backend/reference/reference_backend.h"
 #include "core/error.h"
 #include "kv/kv_storage.h"
 #include "model/model_config.h"
@@ -219,12 +220,21 @@ TEST(CapacityPlanner, CountsTheBytesKvStorageAllocates) {
   m.num_layers = 30;
   m.num_kv_heads = 3;
   m.head_dim = 64;
+  ReferenceBackend backend;
   for (const std::string& k : kv_dtype_names()) {
     for (const std::string& v : kv_dtype_names()) {
       const KvCacheDType type(*parse_kv_dtype(k), *parse_kv_dtype(v));
-      EXPECT_EQ(static_cast<std::int64_t>(KvStorage::block_bytes(c, 16, type)),
-                16 * kv_bytes_per_token(m, kv(k.c_str()), kv(v.c_str())))
+      const std::uint64_t block = KvStorage::block_bytes(c, 16, type);
+      EXPECT_EQ(static_cast<std::int64_t>(block), 16 * kv_bytes_per_token(m, kv(k.c_str()), kv(v.c_str())))
           << type.name();
+      // What it allocates from a budget stays within it, alignment included,
+      // and wastes less than a block (and the alignment).
+      KvStorageOptions o;
+      o.dtype = type;
+      o.budget_bytes = 3'000'000;
+      const KvStorage storage(backend, c, o);
+      EXPECT_LE(storage.total_bytes(), o.budget_bytes) << type.name();
+      EXPECT_GT(storage.total_bytes() + block + 30 * 4 * 64, o.budget_bytes) << type.name();
     }
   }
 }
