@@ -358,6 +358,24 @@ TEST_F(EngineTest, SpeculationNeverChangesAGreedyOutput) {
   }
 }
 
+TEST_F(EngineTest, SpeculationOnAQuantizedKvNeverChangesAGreedyOutput) {
+  // Rejected drafts leave q8_0 rows behind that later tokens overwrite.
+  const auto texts = speculation_prompts();
+  EngineConfig plain = config();
+  plain.kv_dtype = KvDType::kQ8_0;
+  std::vector<std::vector<TokenId>> want;
+  for (const auto& t : texts) want.push_back(run_alone(plain, greedy(t, 24)));
+  EngineConfig c = plain;
+  c.speculative.method = SpeculativeConfig::Method::kNgram;
+  c.speculative.num_tokens = 4;
+  Engine engine(session_, c);
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (const auto& t : texts) streams.push_back(engine.submit(greedy(t, 24)));
+  for (std::size_t i = 0; i < texts.size(); ++i) EXPECT_EQ(collect(*streams[i]).tokens.at(0), want[i]) << i;
+  EXPECT_LT(engine.stats().spec_accepted_tokens, engine.stats().spec_proposed_tokens);
+  expect_pool_free(engine);
+}
+
 TEST_F(EngineTest, DraftModelSpeculationNeverChangesAGreedyOutput) {
   const auto texts = speculation_prompts();
   std::vector<std::vector<TokenId>> want;
