@@ -56,8 +56,8 @@ inline std::uint8_t f32_to_fp8_e4m3(float x) {
   return static_cast<std::uint8_t>(sign | (code >= 0x7f ? 0x7e : code));
 }
 
-// All 256 codes decoded: the lookup table the SIMD kernels gather from, so
-// that they decode exactly as fp8_e4m3_to_f32 does.
+// All 256 codes decoded: a lookup table for scalar loops, exactly
+// fp8_e4m3_to_f32.
 inline const std::array<float, 256>& fp8_e4m3_table() {
   static const std::array<float, 256> table = [] {
     std::array<float, 256> t{};

@@ -135,6 +135,40 @@ TEST(CpuOps, AttentionMatchesReference) {
   }
 }
 
+// With one visible position a query's output is that position's value row,
+// so the kernel's own row decoding shows through: every fp8_e4m3 code and
+// every int8 code of q8_0 must decode to the reference's float exactly.
+TEST(CpuOps, AttentionDecodesEveryCodeAsTheReference) {
+  std::mt19937 rng(13);
+  for (KvDType type : {KvDType::kFp8E4M3, KvDType::kQ8_0}) {
+    const std::int64_t hd = 64, bs = 16;
+    Cache cache(type, 4, 1, bs, hd, hd, rng);
+    const std::uint16_t kScales[] = {f32_to_f16(0.37f), f32_to_f16(1.0f), f32_to_f16(3e-6f), f32_to_f16(900.0f)};
+    for (int s = 0; s < 4; ++s) {  // row 0 of block s holds codes 64s .. 64s + 63
+      const std::int64_t r = cache.kv.row_of(s * bs, 0);
+      auto* codes = static_cast<std::uint8_t*>(cache.kv.v.row(r));
+      for (int i = 0; i < hd; ++i) codes[i] = static_cast<std::uint8_t>(s * hd + i);
+      for (std::int64_t j = 0; j < cache.kv.v.row_scales(); ++j) cache.kv.v.row_scale(r)[j] = kScales[(s + j) % 4];
+    }
+    Batch b({{1, 1}, {1, 1}, {1, 1}, {1, 1}}, {{0}, {1}, {2}, {3}}, bs);
+    auto q = random_floats(static_cast<std::size_t>(4 * hd), rng);
+    std::vector<float> got(q.size()), want(q.size());
+    Tensor qt(q.data(), DType::F32, {4, 1, hd}), gt(got.data(), DType::F32, {4, 1, hd});
+    CpuBackend(2).attention(qt, cache.kv, b.meta, {0.125f, 0, 0}, gt);
+    for (int s = 0; s < 4; ++s) {
+      const std::int64_t r = cache.kv.row_of(s * bs, 0);
+      decode_kv_row(type, cache.kv.v.row(r), cache.kv.v.row_scale(r), hd, want.data() + s * hd);
+    }
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      if (std::isnan(want[i])) {
+        EXPECT_TRUE(std::isnan(got[i])) << name(type) << " code " << i;
+      } else {
+        EXPECT_EQ(got[i], want[i]) << name(type) << " code " << i;
+      }
+    }
+  }
+}
+
 TEST(CpuOps, AttentionOfAQueryNeverDependsOnTheBatch) {
   std::mt19937 rng(8);
   for (KvCacheDType type : {KvCacheDType(DType::F16), KvCacheDType(DType::F32), KvCacheDType(KvDType::kQ8_0),

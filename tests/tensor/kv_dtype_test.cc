@@ -31,7 +31,7 @@ TEST(Fp8E4M3, EveryCodeDecodesToItsValue) {
   for (int c = 0; c < 256; ++c) {
     const double want = e4m3_by_definition(c);
     const float got = fp8_e4m3_to_f32(static_cast<std::uint8_t>(c));
-    const float table = fp8_e4m3_table()[static_cast<std::size_t>(c)];  // what the SIMD kernels gather
+    const float table = fp8_e4m3_table()[static_cast<std::size_t>(c)];
     if (std::isnan(want)) {
       EXPECT_TRUE(std::isnan(got)) << c;
       EXPECT_TRUE(std::isnan(table)) << c;
