@@ -43,6 +43,7 @@
 #include "kv/capacity_planner.h"
 #include "model/gguf_file.h"
 #include "model/model_config.h"
+#include "tensor/kv_dtype.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -85,7 +86,7 @@ struct ModelFigures {
   std::int64_t num_layers = 0;
 };
 
-ModelFigures model_figures(const GgufFile& file, DType kv_dtype) {
+ModelFigures model_figures(const GgufFile& file, const KvCacheDType& kv_dtype) {
   const ModelConfig config = ModelConfig::from_gguf(file);
   ModelFigures m;
   m.name = file.get_string("general.name", "");
@@ -93,9 +94,10 @@ ModelFigures model_figures(const GgufFile& file, DType kv_dtype) {
   const bool has_output = file.find_tensor("output.weight") != nullptr;
   for (const GgufTensorInfo& t : file.tensors())
     if (t.name != "token_embd.weight" || !has_output) m.weight_bytes_per_step += t.size_bytes;
-  const DTypeInfo& kv = info(kv_dtype);
-  m.kv_bytes_per_token =
-      config.kv_bytes_per_token(static_cast<double>(kv.block_bytes) / static_cast<double>(kv.block_elems));
+  // Every byte of a token's K and V rows in every layer, scales included.
+  const std::int64_t rows = config.num_layers * config.num_kv_heads;
+  m.kv_bytes_per_token = rows * (kv_row_total_bytes(kv_dtype.k, config.head_dim) +
+                                 kv_row_total_bytes(kv_dtype.v, config.value_head_dim));
   return m;
 }
 
@@ -279,7 +281,7 @@ void bench(BenchOptions o) {
   if (server_mode && !o.speculative.method.empty())
     fail("--speculative configures the in-process engine; a server speculates as it was started (folio serve "
          "--speculative), and --compare-speculation turns it off per request");
-  const DType kv_dtype = *parse_dtype(o.kv_dtype);
+  const KvCacheDType kv_dtype = kv_cache_dtype_from_flag(o.kv_dtype);
   const ModelSessionOptions session_options = o.model.resolved();
   const int threads = o.model.session.threads > 0 ? o.model.session.threads : hardware_threads();
   const bool progress = !o.no_progress && BenchProgress::stderr_is_terminal();
@@ -480,8 +482,7 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--max-model-len", e.max_model_len, "Context length (default: the model's, capped by the KV cache)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--kv-cache-memory", o->kv_cache_memory, "KV cache budget, with a unit (default 2GiB)");
-  cmd->add_option("--kv-cache-dtype", o->kv_dtype, "KV cache element type: f16, bf16 or f32")
-      ->check(CLI::IsMember({"f16", "bf16", "f32"}));
+  cmd->add_option("--kv-cache-dtype", o->kv_dtype, kKvCacheDTypeHelp);
   cmd->add_flag("--no-prefix-caching", o->no_prefix_caching, "Turn prefix caching off");
   add_speculative_options(cmd, o->speculative);
   cmd->add_flag("--compare-speculation", o->compare_speculation,
