@@ -40,17 +40,28 @@ struct PoolView {
   }
 };
 
+// Query tokens of one sequence that one pass over a partition serves: the
+// K and V rows are decoded once for all of them (speculative verification,
+// prefill chunks).
+constexpr int kMaxQueries = 8;
+
+struct QueryArgs {
+  const float* q;            // [group][head_dim] the query heads of one KV head
+  std::int64_t end;          // positions [begin, end) of the partition that it may see
+  std::int64_t window_start; // positions before it are masked (sliding window)
+  float* partial;            // [group][2 + value_head_dim]: m, l, acc
+};
+
 struct PartitionArgs {
-  const float* q;          // [group][head_dim] the query heads of one KV head
   int group;               // query heads per KV head
   PoolView k_pool;         // rows of [num_blocks, kv_heads, block_size]
   PoolView v_pool;
   const std::int32_t* table;
   std::int64_t block_size, kv_heads, kv_head, head_dim, value_head_dim;
-  std::int64_t begin, end;  // positions [begin, end) of this partition that the query may see
-  std::int64_t window_start;  // positions before it are masked (sliding window)
+  std::int64_t begin;      // first position of the partition (every query sees it)
   float scale, softcap;
-  float* partial;          // [group][2 + value_head_dim]: m, l, acc
+  int num_queries;         // 1 .. kMaxQueries, in position order
+  QueryArgs queries[kMaxQueries];
 };
 
 // Dot product of a query head with a key already converted to floats: 8
@@ -129,70 +140,92 @@ inline void axpby(float* acc, float c, float p, const float* v, std::int64_t n) 
   for (; d < n; ++d) acc[d] = p * v[d] + c * acc[d];
 }
 
-// One partition of one token's KV head: online softmax over the blocks, in
-// position order, one run of positions within a block at a time.
+// One partition of one KV head for up to kMaxQueries query tokens: online
+// softmax over the blocks, in position order, one run of positions within a
+// block at a time. Each query sees the runs it would see alone - cut at block
+// edges, kMaxRun positions and its own end - and the same float operations
+// in the same order; only the decoding of K and V rows is shared.
 void partition(const PartitionArgs& a) {
   constexpr int kMaxRun = 64;
   const std::int64_t hd = a.head_dim, vd = a.value_head_dim, bs = a.block_size;
-  const int G = a.group;
+  const int G = a.group, Q = a.num_queries;
   float key[1024], value[1024];
-  float scores[16][kMaxRun];  // [head][position in run]
-  for (int h = 0; h < G; ++h) {
-    float* p = a.partial + h * (2 + vd);
-    p[0] = kNegInf;
-    p[1] = 0.0f;
-    std::fill(p + 2, p + 2 + vd, 0.0f);
+  float scores[kMaxQueries][16][kMaxRun];  // [query][head][position in run]
+  std::int64_t last_end = a.begin;
+  for (int qi = 0; qi < Q; ++qi) {
+    last_end = std::max(last_end, a.queries[qi].end);
+    for (int h = 0; h < G; ++h) {
+      float* p = a.queries[qi].partial + h * (2 + vd);
+      p[0] = kNegInf;
+      p[1] = 0.0f;
+      std::fill(p + 2, p + 2 + vd, 0.0f);
+    }
   }
-  for (std::int64_t j = a.begin; j < a.end;) {
+  for (std::int64_t j = a.begin; j < last_end;) {
     const std::int64_t block = a.table[j / bs];
     const std::int64_t offset = j % bs;
-    const std::int64_t run = std::min({bs - offset, a.end - j, static_cast<std::int64_t>(kMaxRun)});
+    const std::int64_t chunk = std::min({bs - offset, last_end - j, static_cast<std::int64_t>(kMaxRun)});
     const std::int64_t first_row = (block * a.kv_heads + a.kv_head) * bs + offset;
-    for (std::int64_t r = 0; r < run; ++r) {
+    std::int64_t run[kMaxQueries];  // this query's positions in the chunk
+    for (int qi = 0; qi < Q; ++qi) run[qi] = std::clamp<std::int64_t>(a.queries[qi].end - j, 0, chunk);
+    for (std::int64_t r = 0; r < chunk; ++r) {
       a.k_pool.row(first_row + r, hd, key);
-      const bool masked = j + r < a.window_start;
+      for (int qi = 0; qi < Q; ++qi) {
+        if (r >= run[qi]) continue;
+        const QueryArgs& qa = a.queries[qi];
+        const bool masked = j + r < qa.window_start;
+        for (int h = 0; h < G; ++h) {
+          float s = dot(qa.q + h * hd, key, hd) * a.scale;
+          if (a.softcap > 0.0f) s = a.softcap * std::tanh(s / a.softcap);
+          scores[qi][h][r] = masked ? kNegInf : s;
+        }
+      }
+    }
+    // Per query and head: the new running max, the correction of what came
+    // before, and the weights of this run's positions.
+    float correction[kMaxQueries][16];
+    for (int qi = 0; qi < Q; ++qi) {
+      const std::int64_t n = run[qi];
+      if (n == 0) continue;
       for (int h = 0; h < G; ++h) {
-        float s = dot(a.q + h * hd, key, hd) * a.scale;
-        if (a.softcap > 0.0f) s = a.softcap * std::tanh(s / a.softcap);
-        scores[h][r] = masked ? kNegInf : s;
+        float* p = a.queries[qi].partial + h * (2 + vd);
+        float* sc = scores[qi][h];
+        float run_max = kNegInf;
+        for (std::int64_t r = 0; r < n; ++r) run_max = std::max(run_max, sc[r]);
+        const float m_new = std::max(p[0], run_max);
+        if (m_new == kNegInf) {  // all masked so far
+          correction[qi][h] = 1.0f;
+          for (std::int64_t r = 0; r < n; ++r) sc[r] = 0.0f;
+          continue;
+        }
+        std::int64_t r = 0;
+        for (; r + 8 <= n; r += 8)
+          _mm256_storeu_ps(sc + r, simd::exp(_mm256_sub_ps(_mm256_loadu_ps(sc + r), _mm256_set1_ps(m_new))));
+        if (r < n) {
+          alignas(32) float tail[8];
+          for (int i = 0; i < 8; ++i) tail[i] = r + i < n ? sc[r + i] - m_new : kNegInf;
+          _mm256_store_ps(tail, simd::exp(_mm256_load_ps(tail)));
+          for (std::int64_t i = 0; r + i < n; ++i) sc[r + i] = tail[i];
+        }
+        alignas(32) float old[8] = {p[0] - m_new};
+        _mm256_store_ps(old, simd::exp(_mm256_load_ps(old)));
+        correction[qi][h] = p[0] == kNegInf ? 0.0f : old[0];
+        float sum = 0.0f;
+        for (std::int64_t i = 0; i < n; ++i) sum += sc[i];
+        p[0] = m_new;
+        p[1] = p[1] * correction[qi][h] + sum;
       }
     }
-    // Per head: the new running max, the correction of what came before,
-    // and the weights of this run's positions.
-    float correction[16];
-    for (int h = 0; h < G; ++h) {
-      float* p = a.partial + h * (2 + vd);
-      float run_max = kNegInf;
-      for (std::int64_t r = 0; r < run; ++r) run_max = std::max(run_max, scores[h][r]);
-      const float m_new = std::max(p[0], run_max);
-      if (m_new == kNegInf) {  // all masked so far
-        correction[h] = 1.0f;
-        for (std::int64_t r = 0; r < run; ++r) scores[h][r] = 0.0f;
-        continue;
-      }
-      std::int64_t r = 0;
-      for (; r + 8 <= run; r += 8)
-        _mm256_storeu_ps(&scores[h][r], simd::exp(_mm256_sub_ps(_mm256_loadu_ps(&scores[h][r]), _mm256_set1_ps(m_new))));
-      if (r < run) {
-        alignas(32) float tail[8];
-        for (int i = 0; i < 8; ++i) tail[i] = r + i < run ? scores[h][r + i] - m_new : kNegInf;
-        _mm256_store_ps(tail, simd::exp(_mm256_load_ps(tail)));
-        for (std::int64_t i = 0; r + i < run; ++i) scores[h][r + i] = tail[i];
-      }
-      alignas(32) float old[8] = {p[0] - m_new};
-      _mm256_store_ps(old, simd::exp(_mm256_load_ps(old)));
-      correction[h] = p[0] == kNegInf ? 0.0f : old[0];
-      float sum = 0.0f;
-      for (std::int64_t i = 0; i < run; ++i) sum += scores[h][i];
-      p[0] = m_new;
-      p[1] = p[1] * correction[h] + sum;
-    }
-    for (std::int64_t r = 0; r < run; ++r) {
+    for (std::int64_t r = 0; r < chunk; ++r) {
       a.v_pool.row(first_row + r, vd, value);
-      for (int h = 0; h < G; ++h)
-        axpby(a.partial + h * (2 + vd) + 2, r == 0 ? correction[h] : 1.0f, scores[h][r], value, vd);
+      for (int qi = 0; qi < Q; ++qi) {
+        if (r >= run[qi]) continue;
+        for (int h = 0; h < G; ++h)
+          axpby(a.queries[qi].partial + h * (2 + vd) + 2, r == 0 ? correction[qi][h] : 1.0f, scores[qi][h][r],
+                value, vd);
+      }
     }
-    j += run;
+    j += chunk;
   }
 }
 
@@ -241,36 +274,45 @@ void CpuAttention::run(ThreadPool& pool, const Tensor& q, const PagedKv& kv, con
   const auto* positions = meta.positions.as<const std::int32_t>();
   const auto* seq_lens = meta.seq_lens.as<const std::int32_t>();
 
-  // Enumerate the work: per token, per KV head, per partition of its context.
+  // Each token's partials: per KV head, per partition of its context, per
+  // query head of the KV head.
+  const std::int64_t stride = 2 + vd;
+  partial_base_.assign(static_cast<std::size_t>(T + 1), 0);
+  for (std::int64_t t = 0; t < T; ++t)
+    partial_base_[t + 1] = partial_base_[t] + kv_heads * (positions[t] / kAttentionPartition + 1) * G;
+  if (static_cast<std::int64_t>(partials_.size()) < partial_base_[T] * stride)
+    partials_.resize(static_cast<std::size_t>(partial_base_[T] * stride));
+  auto partial_of = [&](std::int64_t t, std::int64_t g, std::int64_t p) {
+    return partials_.data() + (partial_base_[t] + (g * (positions[t] / kAttentionPartition + 1) + p) * G) * stride;
+  };
+
+  // The work: per sequence, groups of up to kMaxQueries consecutive query
+  // tokens (one with a sliding window: its partitions start where its window
+  // does), per KV head, per partition that the group's last token reaches;
+  // a token takes part in the partitions its position reaches.
   items_.clear();
-  first_item_.assign(static_cast<std::size_t>(T + 1), 0);
-  std::int64_t num_partials = 0;
+  const std::int64_t per_item = params.sliding_window > 0 ? 1 : kMaxQueries;
   for (std::int64_t s = 0; s < meta.num_seqs; ++s) {
-    for (std::int64_t t = query_start[s]; t < query_start[s + 1]; ++t) {
-      FOLIO_CHECK(positions[t] < seq_lens[s]);
-      first_item_[t] = static_cast<std::int64_t>(items_.size());
-      const std::int64_t parts = positions[t] / kAttentionPartition + 1;
+    for (std::int64_t t0 = query_start[s]; t0 < query_start[s + 1]; t0 += per_item) {
+      const std::int64_t t1 = std::min<std::int64_t>(query_start[s + 1], t0 + per_item);
+      std::int64_t last_pos = 0;
+      for (std::int64_t t = t0; t < t1; ++t) {
+        FOLIO_CHECK(positions[t] < seq_lens[s]);
+        last_pos = std::max<std::int64_t>(last_pos, positions[t]);
+      }
       for (std::int64_t g = 0; g < kv_heads; ++g)
-        for (std::int64_t p = 0; p < parts; ++p) {
-          items_.push_back({static_cast<std::int32_t>(t), static_cast<std::int32_t>(s), static_cast<std::int32_t>(g),
-                            static_cast<std::int32_t>(p), num_partials});
-          num_partials += G;
-        }
+        for (std::int64_t p = 0; p <= last_pos / kAttentionPartition; ++p)
+          items_.push_back({static_cast<std::int32_t>(t0), static_cast<std::int32_t>(t1 - t0),
+                            static_cast<std::int32_t>(s), static_cast<std::int32_t>(g), static_cast<std::int32_t>(p)});
     }
   }
-  first_item_[T] = static_cast<std::int64_t>(items_.size());
-  const std::int64_t stride = 2 + vd;
-  if (static_cast<std::int64_t>(partials_.size()) < num_partials * stride)
-    partials_.resize(static_cast<std::size_t>(num_partials * stride));
 
   const PoolView k_pool = view_of(kv.k), v_pool = view_of(kv.v);
   const auto num_items = static_cast<std::int64_t>(items_.size());
   pool.parallel_for(num_items, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t i = begin; i < end; ++i) {
       const Item& it = items_[static_cast<std::size_t>(i)];
-      const std::int64_t pos = positions[it.token];
       PartitionArgs a;
-      a.q = q.as<const float>() + (it.token * heads + it.kv_head * G) * hd;
       a.group = static_cast<int>(G);
       a.k_pool = k_pool;
       a.v_pool = v_pool;
@@ -280,31 +322,41 @@ void CpuAttention::run(ThreadPool& pool, const Tensor& q, const PagedKv& kv, con
       a.kv_head = it.kv_head;
       a.head_dim = hd;
       a.value_head_dim = vd;
-      a.window_start = params.sliding_window > 0 ? std::max<std::int64_t>(0, pos - params.sliding_window + 1) : 0;
-      // A partition wholly before the window is skipped (no block read).
-      a.begin = std::max<std::int64_t>(it.partition * kAttentionPartition, a.window_start / kv.block_size * kv.block_size);
-      a.end = std::min<std::int64_t>((it.partition + 1) * kAttentionPartition, pos + 1);
       a.scale = params.scale;
       a.softcap = params.softcap;
-      a.partial = partials_.data() + it.partial * stride;
-      if (a.begin >= a.end) {
-        for (std::int64_t h = 0; h < G; ++h) {
-          a.partial[h * stride] = kNegInf;
-          a.partial[h * stride + 1] = 0.0f;
+      a.num_queries = 0;
+      const std::int64_t partition_begin = it.partition * kAttentionPartition;
+      a.begin = partition_begin;
+      for (std::int64_t t = it.token; t < it.token + it.num_tokens; ++t) {
+        const std::int64_t pos = positions[t];
+        if (pos / kAttentionPartition < it.partition) continue;  // the token's context ends before it
+        QueryArgs& qa = a.queries[a.num_queries];
+        qa.q = q.as<const float>() + (t * heads + it.kv_head * G) * hd;
+        qa.window_start = params.sliding_window > 0 ? std::max<std::int64_t>(0, pos - params.sliding_window + 1) : 0;
+        qa.end = std::min<std::int64_t>(partition_begin + kAttentionPartition, pos + 1);
+        qa.partial = partial_of(t, it.kv_head, it.partition);
+        // A partition wholly before the window is skipped (no block read);
+        // only a group of one token has a window.
+        const std::int64_t start = std::max<std::int64_t>(partition_begin, qa.window_start / kv.block_size * kv.block_size);
+        if (start >= qa.end) {
+          for (std::int64_t h = 0; h < G; ++h) {
+            qa.partial[h * stride] = kNegInf;
+            qa.partial[h * stride + 1] = 0.0f;
+          }
+          continue;
         }
-        continue;
+        a.begin = start;
+        ++a.num_queries;
       }
-      partition(a);
+      if (a.num_queries > 0) partition(a);
     }
   });
   // Merge each head's partitions, in order.
   pool.parallel_for(T * heads, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t i = begin; i < end; ++i) {
       const std::int64_t t = i / heads, h = i % heads, g = h / G;
-      const std::int64_t parts = (first_item_[t + 1] - first_item_[t]) / kv_heads;
-      const Item& first = items_[static_cast<std::size_t>(first_item_[t] + g * parts)];
-      merge(partials_.data() + (first.partial + h % G) * stride, parts, G * stride, vd,
-            out.as<float>() + (t * heads + h) * vd);
+      const std::int64_t parts = positions[t] / kAttentionPartition + 1;
+      merge(partial_of(t, g, 0) + (h % G) * stride, parts, G * stride, vd, out.as<float>() + (t * heads + h) * vd);
     }
   });
 }

@@ -6,7 +6,8 @@
 // only on its position and the cached K/V - never on the batch, the chunking
 // of a prefill or the thread count (DESIGN.md rule 5). Grouped-query heads
 // share their K and V loads: one pass over a block serves every query head
-// of its KV head.
+// of its KV head, and one pass serves up to eight query tokens of a sequence
+// (prefill chunks, speculative verification), each with its own operations.
 #pragma once
 
 #include <cstdint>
@@ -28,16 +29,16 @@ class CpuAttention {
            const AttentionParams& params, Tensor& out);
 
  private:
-  struct Item {
-    std::int32_t token;
+  struct Item {  // a pass over one partition of one KV head
+    std::int32_t token;       // the first of the sequence's query tokens it serves
+    std::int32_t num_tokens;  // consecutive query tokens (those whose context reaches the partition take part)
     std::int32_t seq;
     std::int32_t kv_head;
     std::int32_t partition;
-    std::int64_t partial;  // index of its first partial in partials_
   };
   std::vector<Item> items_;
-  std::vector<std::int64_t> first_item_;  // [num_tokens + 1] items of token t: [first_item_[t], first_item_[t + 1])
-  std::vector<float> partials_;           // per item and query head: m, l, acc[value_head_dim]
+  std::vector<std::int64_t> partial_base_;  // [num_tokens + 1] token t's partials start at partial_base_[t]
+  std::vector<float> partials_;             // per token, KV head, partition, query head: m, l, acc[value_head_dim]
 };
 
 }  // namespace folio
