@@ -59,6 +59,7 @@ inline constexpr int kMaxDTypeId = 40;
 
 struct MatmulKernels {
   WeightKernels q8[kMaxDTypeId];   // kQ8: integer dots over quantized activations
+  WeightKernels q8_packed[kMaxDTypeId];  // kQ8 on packed weights (packed_weights.h): Q4_0 .. Q8_0
   WeightKernels f32[kMaxDTypeId];  // kF32: weights decoded in registers, f32 FMAs
   QuantizeActFn quantize = nullptr;
   DequantizeRowFn dequantize[kMaxDTypeId] = {};

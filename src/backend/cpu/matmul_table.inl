@@ -8,10 +8,12 @@
 
 #if FOLIO_MATMUL_WIDE
 constexpr int kBlock32Rows = 2, kBlock32Tokens = 16;
+constexpr int kPackedRows = 2, kPackedTokens = 16;
 constexpr int kKQuantRows = 2, kKQuantTokens = 16;
 constexpr int kF32Rows = 4, kF32Tokens = 4;
 #else
 constexpr int kBlock32Rows = 2, kBlock32Tokens = 16;
+constexpr int kPackedRows = 2, kPackedTokens = 16;
 constexpr int kKQuantRows = 1, kKQuantTokens = 16;
 constexpr int kF32Rows = 2, kF32Tokens = 4;
 #endif
@@ -35,11 +37,11 @@ WeightKernels tiles(ActFormat act) {
   return k;
 }
 
-template <class F>
+template <class F, bool kPacked>
 struct Block32Tile {
   template <int R, int T>
   struct Tile {
-    static void run(const TileArgs& a) { tile_q8_block32<F, R, T>(a); }
+    static void run(const TileArgs& a) { tile_q8_block32<F, R, T, kPacked>(a); }
   };
 };
 
@@ -61,7 +63,12 @@ struct F32Tile {
 
 template <class F>
 WeightKernels block32_kernels() {
-  return tiles<kBlock32Rows, kBlock32Tokens, Block32Tile<F>::template Tile>(ActFormat::kQ8x32);
+  return tiles<kBlock32Rows, kBlock32Tokens, Block32Tile<F, false>::template Tile>(ActFormat::kQ8x32);
+}
+
+template <class F>
+WeightKernels packed_kernels() {
+  return tiles<kPackedRows, kPackedTokens, Block32Tile<F, true>::template Tile>(ActFormat::kQ8x32Packed);
 }
 
 template <class F>
@@ -105,6 +112,11 @@ MatmulKernels make_kernels() {
   k.q8[static_cast<int>(DType::Q5_0)] = block32_kernels<Q5_0>();
   k.q8[static_cast<int>(DType::Q5_1)] = block32_kernels<Q5_1>();
   k.q8[static_cast<int>(DType::Q8_0)] = block32_kernels<Q8_0>();
+  k.q8_packed[static_cast<int>(DType::Q4_0)] = packed_kernels<Q4_0>();
+  k.q8_packed[static_cast<int>(DType::Q4_1)] = packed_kernels<Q4_1>();
+  k.q8_packed[static_cast<int>(DType::Q5_0)] = packed_kernels<Q5_0>();
+  k.q8_packed[static_cast<int>(DType::Q5_1)] = packed_kernels<Q5_1>();
+  k.q8_packed[static_cast<int>(DType::Q8_0)] = packed_kernels<Q8_0>();
   k.q8[static_cast<int>(DType::Q2_K)] = kquant_kernels<Q2_K>();
   k.q8[static_cast<int>(DType::Q3_K)] = kquant_kernels<Q3_K>();
   k.q8[static_cast<int>(DType::Q4_K)] = kquant_kernels<Q4_K>();

@@ -1,0 +1,95 @@
+#include "backend/cpu/packed_weights.h"
+
+#include <cstring>
+
+#include "core/error.h"
+
+namespace folio {
+namespace {
+
+// Where the fields of one block of a format lie.
+struct Block32Fields {
+  int bytes = 0;           // per block
+  int halves = 0;          // binary16 fields at the start: d (and m)
+  bool high_bits = false;  // a 4-byte qh after them (Q5)
+  int code_bytes = 0;      // after those: 16 nibble bytes, or 32 int8 codes
+};
+
+bool fields_of(DType type, Block32Fields& f) {
+  switch (type) {
+    case DType::Q4_0: f = {18, 1, false, 16}; return true;
+    case DType::Q4_1: f = {20, 2, false, 16}; return true;
+    case DType::Q5_0: f = {22, 1, true, 16}; return true;
+    case DType::Q5_1: f = {24, 2, true, 16}; return true;
+    case DType::Q8_0: f = {34, 1, false, 32}; return true;
+    default: return false;
+  }
+}
+
+// Moves the bytes of one whole group between the file's order (`plain`) and
+// the packed one; to_packed picks the direction.
+void move_group(const Block32Fields& f, const std::byte* src, std::byte* dst, bool to_packed) {
+  constexpr int G = kPackedGroupBlocks;
+  auto move = [&](std::ptrdiff_t plain_off, std::ptrdiff_t packed_off, std::size_t n) {
+    if (to_packed) {
+      std::memcpy(dst + packed_off, src + plain_off, n);
+    } else {
+      std::memcpy(dst + plain_off, src + packed_off, n);
+    }
+  };
+  for (int j = 0; j < G; ++j) {
+    const std::ptrdiff_t block = static_cast<std::ptrdiff_t>(j) * f.bytes;
+    for (int h = 0; h < f.halves; ++h) move(block + 2 * h, 16 * h + 2 * j, 2);
+    const std::ptrdiff_t codes_plain = block + 2 * f.halves + (f.high_bits ? 4 : 0);
+    const std::ptrdiff_t codes_packed = 16 * f.halves + (f.high_bits ? 32 : 0);
+    for (int v = 0; v < f.code_bytes / 4; ++v) move(codes_plain + 4 * v, codes_packed + 32 * v + 4 * j, 4);
+  }
+  if (!f.high_bits) return;
+  // qh: 8 x 32 bits, transposed so that the bit of element 4 i + c of block j
+  // is bit i of byte 4 j + c.
+  std::uint8_t packed_qh[32];
+  std::uint32_t plain_qh[G];
+  if (to_packed) {
+    for (int j = 0; j < G; ++j) std::memcpy(&plain_qh[j], src + j * f.bytes + 2 * f.halves, 4);
+    for (int j = 0; j < G; ++j)
+      for (int c = 0; c < 4; ++c) {
+        std::uint8_t b = 0;
+        for (int i = 0; i < 8; ++i) b |= static_cast<std::uint8_t>(((plain_qh[j] >> (4 * i + c)) & 1u) << i);
+        packed_qh[4 * j + c] = b;
+      }
+    std::memcpy(dst + 16 * f.halves, packed_qh, sizeof(packed_qh));
+  } else {
+    std::memcpy(packed_qh, src + 16 * f.halves, sizeof(packed_qh));
+    for (int j = 0; j < G; ++j) {
+      std::uint32_t bits = 0;
+      for (int c = 0; c < 4; ++c)
+        for (int i = 0; i < 8; ++i) bits |= static_cast<std::uint32_t>((packed_qh[4 * j + c] >> i) & 1u) << (4 * i + c);
+      std::memcpy(dst + j * f.bytes + 2 * f.halves, &bits, 4);
+    }
+  }
+}
+
+void convert_row(DType type, const std::byte* src, std::byte* dst, std::int64_t k, bool to_packed) {
+  Block32Fields f;
+  FOLIO_CHECK(fields_of(type, f) && k % 32 == 0);
+  const std::int64_t num_blocks = k / 32;
+  std::int64_t b = 0;
+  for (; b + kPackedGroupBlocks <= num_blocks; b += kPackedGroupBlocks)
+    move_group(f, src + b * f.bytes, dst + b * f.bytes, to_packed);
+  std::memcpy(dst + b * f.bytes, src + b * f.bytes, static_cast<std::size_t>((num_blocks - b) * f.bytes));
+}
+
+}  // namespace
+
+bool is_packable(DType type) {
+  Block32Fields f;
+  return fields_of(type, f);
+}
+
+void pack_row(DType type, const std::byte* src, std::byte* dst, std::int64_t k) { convert_row(type, src, dst, k, true); }
+
+void unpack_row(DType type, const std::byte* src, std::byte* dst, std::int64_t k) {
+  convert_row(type, src, dst, k, false);
+}
+
+}  // namespace folio
