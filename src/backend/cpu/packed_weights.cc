@@ -26,6 +26,14 @@ bool fields_of(DType type, Block32Fields& f) {
   }
 }
 
+// Bits 0, 4, 8, .., 28 of w as bits 0 .. 7.
+std::uint8_t every_fourth_bit(std::uint32_t w) {
+  w &= 0x11111111u;
+  w = (w | w >> 3) & 0x03030303u;   // pairs at bits 0-1, 8-9, 16-17, 24-25
+  w = (w | w >> 6) & 0x000f000fu;   // nibbles at bits 0-3, 16-19
+  return static_cast<std::uint8_t>(w | w >> 12);
+}
+
 // Moves the bytes of one whole group between the file's order (`plain`) and
 // the packed one; to_packed picks the direction.
 void move_group(const Block32Fields& f, const std::byte* src, std::byte* dst, bool to_packed) {
@@ -52,11 +60,7 @@ void move_group(const Block32Fields& f, const std::byte* src, std::byte* dst, bo
   if (to_packed) {
     for (int j = 0; j < G; ++j) std::memcpy(&plain_qh[j], src + j * f.bytes + 2 * f.halves, 4);
     for (int j = 0; j < G; ++j)
-      for (int c = 0; c < 4; ++c) {
-        std::uint8_t b = 0;
-        for (int i = 0; i < 8; ++i) b |= static_cast<std::uint8_t>(((plain_qh[j] >> (4 * i + c)) & 1u) << i);
-        packed_qh[4 * j + c] = b;
-      }
+      for (int c = 0; c < 4; ++c) packed_qh[4 * j + c] = every_fourth_bit(plain_qh[j] >> c);
     std::memcpy(dst + 16 * f.halves, packed_qh, sizeof(packed_qh));
   } else {
     std::memcpy(packed_qh, src + 16 * f.halves, sizeof(packed_qh));
