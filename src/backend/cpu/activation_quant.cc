@@ -1,5 +1,6 @@
 #include "backend/cpu/activation_quant.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -10,9 +11,10 @@ namespace {
 
 // Where element i of a row of k lies among the codes of `format`.
 std::int64_t code_index(ActFormat format, std::int64_t k, std::int64_t i) {
-  if (format != ActFormat::kQ8x32Packed || i >= k / 256 * 256) return i;
-  const std::int64_t group = i / 256 * 256, block = i % 256 / 32, e = i % 32;
-  return group + 32 * (e / 4) + 4 * block + e % 4;
+  if (format != ActFormat::kQ8x32Packed) return i;
+  const std::int64_t group = i / 256 * 256, count = std::min<std::int64_t>(8, (k - group) / 32);
+  const std::int64_t block = i % 256 / 32, e = i % 32;
+  return group + 4 * count * (e / 4) + 4 * block + e % 4;
 }
 
 }  // namespace

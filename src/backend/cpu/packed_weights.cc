@@ -1,5 +1,6 @@
 #include "backend/cpu/packed_weights.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
@@ -34,10 +35,9 @@ std::uint8_t every_fourth_bit(std::uint32_t w) {
   return static_cast<std::uint8_t>(w | w >> 12);
 }
 
-// Moves the bytes of one whole group between the file's order (`plain`) and
-// the packed one; to_packed picks the direction.
-void move_group(const Block32Fields& f, const std::byte* src, std::byte* dst, bool to_packed) {
-  constexpr int G = kPackedGroupBlocks;
+// Moves the bytes of one group of `count` blocks between the file's order
+// and the packed one; to_packed picks the direction.
+void move_group(const Block32Fields& f, int count, const std::byte* src, std::byte* dst, bool to_packed) {
   auto move = [&](std::ptrdiff_t plain_off, std::ptrdiff_t packed_off, std::size_t n) {
     if (to_packed) {
       std::memcpy(dst + packed_off, src + plain_off, n);
@@ -45,30 +45,26 @@ void move_group(const Block32Fields& f, const std::byte* src, std::byte* dst, bo
       std::memcpy(dst + plain_off, src + packed_off, n);
     }
   };
-  for (int j = 0; j < G; ++j) {
+  const std::ptrdiff_t vector_bytes = 4 * count;  // one code vector: 4 bytes per block
+  const std::ptrdiff_t qh_packed = 2 * count * f.halves;
+  const std::ptrdiff_t codes_packed = qh_packed + (f.high_bits ? vector_bytes : 0);
+  for (int j = 0; j < count; ++j) {
     const std::ptrdiff_t block = static_cast<std::ptrdiff_t>(j) * f.bytes;
-    for (int h = 0; h < f.halves; ++h) move(block + 2 * h, 16 * h + 2 * j, 2);
+    for (int h = 0; h < f.halves; ++h) move(block + 2 * h, 2 * count * h + 2 * j, 2);
     const std::ptrdiff_t codes_plain = block + 2 * f.halves + (f.high_bits ? 4 : 0);
-    const std::ptrdiff_t codes_packed = 16 * f.halves + (f.high_bits ? 32 : 0);
-    for (int v = 0; v < f.code_bytes / 4; ++v) move(codes_plain + 4 * v, codes_packed + 32 * v + 4 * j, 4);
-  }
-  if (!f.high_bits) return;
-  // qh: 8 x 32 bits, transposed so that the bit of element 4 i + c of block j
-  // is bit i of byte 4 j + c.
-  std::uint8_t packed_qh[32];
-  std::uint32_t plain_qh[G];
-  if (to_packed) {
-    for (int j = 0; j < G; ++j) std::memcpy(&plain_qh[j], src + j * f.bytes + 2 * f.halves, 4);
-    for (int j = 0; j < G; ++j)
-      for (int c = 0; c < 4; ++c) packed_qh[4 * j + c] = every_fourth_bit(plain_qh[j] >> c);
-    std::memcpy(dst + 16 * f.halves, packed_qh, sizeof(packed_qh));
-  } else {
-    std::memcpy(packed_qh, src + 16 * f.halves, sizeof(packed_qh));
-    for (int j = 0; j < G; ++j) {
-      std::uint32_t bits = 0;
+    for (int v = 0; v < f.code_bytes / 4; ++v) move(codes_plain + 4 * v, codes_packed + vector_bytes * v + 4 * j, 4);
+    if (!f.high_bits) continue;
+    // qh: the bit of element 4 i + c of block j is bit i of byte 4 j + c.
+    std::uint32_t bits = 0;
+    if (to_packed) {
+      std::memcpy(&bits, src + block + 2 * f.halves, 4);
+      for (int c = 0; c < 4; ++c) dst[qh_packed + 4 * j + c] = std::byte{every_fourth_bit(bits >> c)};
+    } else {
       for (int c = 0; c < 4; ++c)
-        for (int i = 0; i < 8; ++i) bits |= static_cast<std::uint32_t>((packed_qh[4 * j + c] >> i) & 1u) << (4 * i + c);
-      std::memcpy(dst + j * f.bytes + 2 * f.halves, &bits, 4);
+        for (int i = 0; i < 8; ++i)
+          bits |= static_cast<std::uint32_t>((std::to_integer<unsigned>(src[qh_packed + 4 * j + c]) >> i) & 1u)
+                  << (4 * i + c);
+      std::memcpy(dst + block + 2 * f.halves, &bits, 4);
     }
   }
 }
@@ -77,10 +73,10 @@ void convert_row(DType type, const std::byte* src, std::byte* dst, std::int64_t 
   Block32Fields f;
   FOLIO_CHECK(fields_of(type, f) && k % 32 == 0);
   const std::int64_t num_blocks = k / 32;
-  std::int64_t b = 0;
-  for (; b + kPackedGroupBlocks <= num_blocks; b += kPackedGroupBlocks)
-    move_group(f, src + b * f.bytes, dst + b * f.bytes, to_packed);
-  std::memcpy(dst + b * f.bytes, src + b * f.bytes, static_cast<std::size_t>((num_blocks - b) * f.bytes));
+  for (std::int64_t b = 0; b < num_blocks; b += kPackedGroupBlocks) {
+    const int count = static_cast<int>(std::min<std::int64_t>(kPackedGroupBlocks, num_blocks - b));
+    move_group(f, count, src + b * f.bytes, dst + b * f.bytes, to_packed);
+  }
 }
 
 }  // namespace

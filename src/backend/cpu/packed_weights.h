@@ -14,7 +14,11 @@
 //          4 v + c + 16; Q8_0: V = 8, element 4 v + c)
 // so that code vector i (elements 4 i .. 4 i + 3 of every block) holds block
 // j in int32 lane j, as do the kQ8x32Packed activations (activation_quant.h).
-// A last group of fewer than 8 blocks keeps the file's order.
+// A last group of n < 8 blocks has the same fields with n in place of 8
+// (vectors of 4 n bytes): a 32-byte load of its vector i holds its blocks in
+// lanes [0, n) and bytes of what follows in the others, which the kernels
+// mask off. Such a load may read up to 28 bytes past the row: storage of
+// packed rows ends with kPackedSlackBytes to spare.
 #pragma once
 
 #include <cstddef>
@@ -25,6 +29,7 @@
 namespace folio {
 
 inline constexpr int kPackedGroupBlocks = 8;
+inline constexpr std::size_t kPackedSlackBytes = 32;
 
 // Whether rows of `type` can be packed (the five 32-element block formats).
 bool is_packable(DType type);

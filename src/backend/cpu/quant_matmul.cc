@@ -151,7 +151,7 @@ Buffer QuantMatmul::pack(ThreadPool& pool, Tensor& w) const {
       w.device != Device::kCpu || !is_packable(w.dtype) || type >= kMaxDTypeId ||
       kernels_->q8_packed[type].tiles[0][0] == nullptr || w.rows() == 0)
     return {};
-  Buffer packed(w.bytes());
+  Buffer packed(w.bytes() + kPackedSlackBytes);
   const std::size_t row_bytes = w.row_bytes();
   const auto* src = static_cast<const std::byte*>(w.data);
   auto* dst = static_cast<std::byte*>(packed.data());

@@ -42,6 +42,13 @@ FOLIO_INLINE void interleave_group(const std::int8_t* blocks, std::int8_t* dst) 
   }
 }
 
+// As interleave_group for a last group of count < 8 blocks: element 4 i + c
+// of block j to 4 count i + 4 j + c.
+FOLIO_INLINE void interleave_partial(const std::int8_t* blocks, int count, std::int8_t* dst) {
+  for (int i = 0; i < 8; ++i)
+    for (int j = 0; j < count; ++j) std::memcpy(dst + 4 * count * i + 4 * j, blocks + 32 * j + 4 * i, 4);
+}
+
 void quantize_act(const ActQ8Layout& layout, const float* x, std::byte* row) {
   auto* qs = reinterpret_cast<std::int8_t*>(row);
   const std::int64_t be = layout.block_elems;
@@ -59,11 +66,15 @@ void quantize_act(const ActQ8Layout& layout, const float* x, std::byte* row) {
     const __m256 idv = _mm256_set1_ps(id);
     std::memcpy(row + layout.d_offset + b * sizeof(float), &d, sizeof(float));
     if (layout.format != ActFormat::kQ8x256) {
-      // Packed: a whole group's blocks go to a scratch of 8 x 32 codes, then
+      // Packed: a group's blocks go to a scratch of 8 x 32 codes, then are
       // interleaved once the group's last block is in.
-      const bool interleave = layout.format == ActFormat::kQ8x32Packed && b < num_blocks / 8 * 8;
-      const Codes32 c = quantize_32(xb, idv, interleave ? group + (b % 8) * 32 : qs + b * be);
-      if (interleave && b % 8 == 7) interleave_group(group, qs + (b - 7) * be);
+      const bool packed = layout.format == ActFormat::kQ8x32Packed;
+      const Codes32 c = quantize_32(xb, idv, packed ? group + (b % 8) * 32 : qs + b * be);
+      if (packed && b % 8 == 7) {
+        interleave_group(group, qs + (b - 7) * be);
+      } else if (packed && b == num_blocks - 1) {
+        interleave_partial(group, static_cast<int>(b % 8) + 1, qs + b / 8 * 8 * be);
+      }
       const __m256i sum = _mm256_add_epi32(_mm256_add_epi32(c.part[0], c.part[1]), _mm256_add_epi32(c.part[2], c.part[3]));
       const std::int32_t s = hsum_epi32(sum);
       std::memcpy(row + layout.sums_offset + b * sizeof(s), &s, sizeof(s));
