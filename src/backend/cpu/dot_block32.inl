@@ -1,6 +1,7 @@
 // The 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) against kQ8x32
-// activations, in the file's layout or packed (packed_weights.h). Each format gives a block's 32 codes q, with
-// w = d * (q - kOffset), or w = d * q + m where kMin.
+// activations, or packed (packed_weights.h) against kQ8x32Packed ones. Each
+// format gives a block's 32 codes q, with w = d * (q - kOffset), or
+// w = d * q + m where kMin.
 //
 // Blocks go in groups of 8, so that the float work is done once per group
 // with lane j holding block j of the group. Per group and output, in this
@@ -9,6 +10,10 @@
 //   acc  = fma(float(isum), [d_w * d_x of block j]_j, acc)
 //   acc  = fma([m of block j]_j, [d_x * sum(xq) of block j]_j, acc)          (kMin only)
 // then y = hsum(acc) (+ bias). Lanes past the last block of a row hold zeros.
+// In the file's layout lane j comes from a horizontal-add tree over 8 dots
+// (one per block); packed, from 8 dots accumulated in place, since code vector
+// i holds elements 4 i .. 4 i + 3 of all 8 blocks. Integer sums are exact, so
+// both give the same isum, and the same bits.
 
 // The 8 code vectors of a packed group (packed_weights.h) from its codes
 // (after d, m and qh), `stride` bytes apart (32 in a whole group): vector i =
@@ -70,7 +75,8 @@ struct Q5_0 {
     const __m256i high = _mm256_and_si256(bits_to_bytes(load_u32(b + 2)), _mm256_set1_epi8(0x10));
     return _mm256_or_si256(split_nibbles(b + 6), high);
   }
-  static FOLIO_INLINE __m256i dot(__m256i q, __m256i x) { return dot_u8s8(_mm256_setzero_si256(), q, x); }  static FOLIO_INLINE void packed_codes(const std::byte* p, int stride, __m256i (&q)[8]) {
+  static FOLIO_INLINE __m256i dot(__m256i q, __m256i x) { return dot_u8s8(_mm256_setzero_si256(), q, x); }
+  static FOLIO_INLINE void packed_codes(const std::byte* p, int stride, __m256i (&q)[8]) {
     packed_nibbles(p + stride, stride, q);
     packed_high_bits(p, q);
   }
@@ -85,7 +91,8 @@ struct Q5_1 {
     const __m256i high = _mm256_and_si256(bits_to_bytes(load_u32(b + 4)), _mm256_set1_epi8(0x10));
     return _mm256_or_si256(split_nibbles(b + 8), high);
   }
-  static FOLIO_INLINE __m256i dot(__m256i q, __m256i x) { return dot_u8s8(_mm256_setzero_si256(), q, x); }  static FOLIO_INLINE void packed_codes(const std::byte* p, int stride, __m256i (&q)[8]) {
+  static FOLIO_INLINE __m256i dot(__m256i q, __m256i x) { return dot_u8s8(_mm256_setzero_si256(), q, x); }
+  static FOLIO_INLINE void packed_codes(const std::byte* p, int stride, __m256i (&q)[8]) {
     packed_nibbles(p + stride, stride, q);
     packed_high_bits(p, q);
   }
@@ -114,7 +121,8 @@ struct Q8_0 {
 #else
     return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(q), _mm256_sign_epi8(x, q)), _mm256_set1_epi16(1));
 #endif
-  }  static FOLIO_INLINE void packed_codes(const std::byte* p, int stride, __m256i (&q)[8]) {
+  }
+  static FOLIO_INLINE void packed_codes(const std::byte* p, int stride, __m256i (&q)[8]) {
     for (int i = 0; i < 8; ++i) q[i] = codes_at(p + stride * i);
   }
   static FOLIO_INLINE __m256i dot_acc(__m256i acc, __m256i q, __m256i x) {
