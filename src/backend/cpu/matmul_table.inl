@@ -20,22 +20,28 @@ constexpr int kKQuantRows = 1, kKQuantTokens = 16;
 constexpr int kF32Rows = 2, kF32Tokens = 4;
 #endif
 
-// The six tiles of a kernel template Tile<R, T>: R or 1 rows by T, T / 4 or 1 tokens.
+// The eight tiles of a kernel template Tile<R, T>: R or 1 rows by T, T / 4,
+// 2 and 1 tokens (2 where T / 4 > 2: speculative verification runs batches of
+// 2 to 7 tokens, which would otherwise fall to single-token tiles).
 template <int R, int T, template <int, int> class Tile>
 WeightKernels tiles(ActFormat act) {
   constexpr int kMid = T / 4 > 1 ? T / 4 : 1;
+  constexpr int kSmall = kMid > 2 ? 2 : 1;
   WeightKernels k;
   k.act = act;
   k.rows = R;
   k.tokens[0] = T;
   k.tokens[1] = kMid;
-  k.tokens[2] = 1;
+  k.tokens[2] = kSmall;
+  k.tokens[3] = 1;
   k.tiles[0][0] = Tile<R, T>::run;
   k.tiles[0][1] = Tile<R, kMid>::run;
-  k.tiles[0][2] = Tile<R, 1>::run;
+  k.tiles[0][2] = Tile<R, kSmall>::run;
+  k.tiles[0][3] = Tile<R, 1>::run;
   k.tiles[1][0] = Tile<1, T>::run;
   k.tiles[1][1] = Tile<1, kMid>::run;
-  k.tiles[1][2] = Tile<1, 1>::run;
+  k.tiles[1][2] = Tile<1, kSmall>::run;
+  k.tiles[1][3] = Tile<1, 1>::run;
   return k;
 }
 
