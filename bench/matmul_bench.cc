@@ -8,6 +8,8 @@
 //   build/bench/matmul_bench --benchmark_filter=q8   one precision
 //   build/bench/matmul_bench --threads=1             one core, timed in CPU time
 //                                                    (steadier on a busy machine)
+//   build/bench/matmul_bench --no-pack               weights in the file's layout,
+//                                                    not packed as a model load does
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 
@@ -28,7 +30,8 @@
 namespace folio {
 namespace {
 
-int g_threads = 0;  // --threads; 0: one per core
+int g_threads = 0;       // --threads; 0: one per core
+bool g_no_pack = false;  // --no-pack: weights in the file's layout
 
 int bench_threads() { return g_threads > 0 ? g_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
 
@@ -130,10 +133,16 @@ void Matmul(benchmark::State& state, Shape shape, MatmulPrecision precision) {
   CpuBackend cpu(bench_threads(), {}, precision);
   Tensor xt(x.data(), DType::F32, {n, k});
   Tensor yt(y.data(), DType::F32, {n, m});
+  // Each copy as a model load leaves it: packed by the backend, unless --no-pack.
+  std::vector<Tensor> ws;
+  std::vector<Buffer> packed;
+  for (std::size_t c = 0; c < copies; ++c) {
+    ws.push_back(Tensor(static_cast<std::byte*>(weights.data()) + c * w_bytes, shape.type, {m, k}));
+    if (!g_no_pack) packed.push_back(cpu.prepare_weight(ws.back()));
+  }
   std::size_t copy = 0;
   for (auto _ : state) {
-    Tensor w(static_cast<std::byte*>(weights.data()) + copy * w_bytes, shape.type, {m, k});
-    cpu.matmul(w, xt, yt, nullptr);
+    cpu.matmul(ws[copy], xt, yt, nullptr);
     benchmark::DoNotOptimize(y.data());
     copy = (copy + 1) % copies;
   }
@@ -142,7 +151,7 @@ void Matmul(benchmark::State& state, Shape shape, MatmulPrecision precision) {
   state.counters["GOP/s"] =
       benchmark::Counter(2e-9 * static_cast<double>(m * k * n) * iters, benchmark::Counter::kIsRate);
   state.SetLabel(std::string(name(shape.type)) + " " + std::to_string(m) + "x" + std::to_string(k) + " " +
-                 cpu.features().level());
+                 cpu.features().level() + (ws[0].layout == Layout::kCpuPacked ? " packed" : ""));
 }
 
 void register_all() {
@@ -171,6 +180,8 @@ int main(int argc, char** argv) {
     const std::string arg = argv[i];
     if (arg.rfind("--threads=", 0) == 0) {
       folio::g_threads = std::stoi(arg.substr(10));
+    } else if (arg == "--no-pack") {
+      folio::g_no_pack = true;
     } else {
       argv[kept++] = argv[i];
     }

@@ -75,6 +75,12 @@ class Backend {
   virtual void copy_to_device(Tensor& dst, const void* src, std::size_t bytes) = 0;
   virtual void copy_to_host(void* dst, const Tensor& src, std::size_t bytes) = 0;
 
+  // Called once per weight at model load, before any op sees it: the backend
+  // may rewrite w into a layout its kernels read faster. w then views the
+  // returned storage, which the caller keeps as long as w; an empty Buffer
+  // leaves w unchanged. Weights may be used by matmul and embedding alike.
+  virtual Buffer prepare_weight(Tensor& w) { return {}; }
+
   // out[i, :] = table[ids[i], :] as f32. table: [vocab, dim] of any type.
   virtual void embedding(const Tensor& table, const Tensor& ids, Tensor& out) = 0;
 

@@ -19,7 +19,9 @@ LoadedModel load_model(const std::string& path, Backend& backend) {
     fail("{}: architecture \"{}\" is not supported (supported: {})", path, m.config.architecture, known);
   }
   arch->configure(m.config, *m.file);
-  m.weights = std::make_shared<const Weights>(Weights::from_gguf(m.file));
+  Weights weights = Weights::from_gguf(m.file);
+  weights.prepare(backend);
+  m.weights = std::make_shared<const Weights>(std::move(weights));
   m.model = arch->create(m.config, *m.weights, backend);
   m.config = m.model->config();
   return m;

@@ -21,6 +21,13 @@ Weights Weights::from_gguf(std::shared_ptr<const GgufFile> file) {
   return w;
 }
 
+void Weights::prepare(Backend& backend) {
+  for (auto& [name, t] : tensors_) {
+    Buffer b = backend.prepare_weight(t);
+    if (b.data() != nullptr) prepared_.push_back(std::move(b));
+  }
+}
+
 const Tensor* Weights::find(std::string_view name) const {
   auto it = tensors_.find(std::string(name));
   return it == tensors_.end() ? nullptr : &it->second;

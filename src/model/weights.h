@@ -7,7 +7,10 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
+#include "backend/backend.h"
+#include "backend/buffer.h"
 #include "model/gguf_file.h"
 #include "tensor/tensor.h"
 
@@ -18,6 +21,10 @@ class Weights {
   // Views every tensor of a GGUF file; the file stays mapped while any
   // Weights built from it lives.
   static Weights from_gguf(std::shared_ptr<const GgufFile> file);
+
+  // Lets the backend rewrite each tensor into its own layout
+  // (Backend::prepare_weight); once, before the model is built on them.
+  void prepare(Backend& backend);
 
   const Tensor* find(std::string_view name) const;
   // The tensor `name` with exactly the given shape (outermost first); throws
@@ -33,6 +40,7 @@ class Weights {
  private:
   std::shared_ptr<const GgufFile> file_;
   std::unordered_map<std::string, Tensor> tensors_;
+  std::vector<Buffer> prepared_;  // storage of the tensors the backend rewrote
 };
 
 }  // namespace folio

@@ -15,10 +15,17 @@ namespace folio {
 
 enum class Device { kCpu, kCuda };
 
+// The order of a quantized tensor's bytes within each row. kGguf: the file's
+// blocks one after another, what every op reads. kCpuPacked: Q4_0 .. Q8_0
+// rows interleaved by the CPU backend at model load for its matmul kernels
+// (backend/cpu/packed_weights.h); only that backend reads them.
+enum class Layout : std::uint8_t { kGguf, kCpuPacked };
+
 struct Tensor {
   void* data = nullptr;
   DType dtype = DType::F32;
   Device device = Device::kCpu;
+  Layout layout = Layout::kGguf;
   int ndim = 0;
   std::array<std::int64_t, 4> shape{};  // outermost first; shape[ndim - 1] is the row length
 

@@ -17,6 +17,7 @@
 #include "backend/cpu/activation_quant.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/matmul_kernels.h"
+#include "backend/cpu/packed_weights.h"
 #include "backend/reference/reference_backend.h"
 #include "tensor/half.h"
 #include "tensor/quantize.h"
@@ -114,8 +115,9 @@ std::vector<float> dequantized(DType type, const std::uint8_t* w, std::int64_t r
 TEST(CpuMatmul, ActivationQuantizerMatchesReference) {
   std::mt19937 rng(1);
   for (const std::string& cap : level_caps()) {
-    for (ActFormat format : {ActFormat::kQ8x32, ActFormat::kQ8x256}) {
-      for (std::int64_t k : {256, 512, 1536}) {
+    for (ActFormat format : {ActFormat::kQ8x32, ActFormat::kQ8x32Packed, ActFormat::kQ8x256}) {
+      for (std::int64_t k : {256, 512, 1536, 800}) {
+        if (format == ActFormat::kQ8x256 && k % 256 != 0) continue;
         const ActQ8Layout layout = ActQ8Layout::make(format, k);
         std::vector<float> x(static_cast<std::size_t>(4 * k));
         fill_activations(4, k, x.data(), rng);
@@ -126,7 +128,7 @@ TEST(CpuMatmul, ActivationQuantizerMatchesReference) {
           quantize_activation_reference(layout, x.data() + t * k, want.data());
           kernels_for(cap).quantize(layout, x.data() + t * k, got.data());
           ASSERT_EQ(std::memcmp(want.data(), got.data(), layout.sums_offset), 0) << level_name(cap) << " k=" << k;
-          const std::size_t sums = format == ActFormat::kQ8x32 ? k / 32 * 4 : k / 16 * 2;
+          const std::size_t sums = format != ActFormat::kQ8x256 ? k / 32 * 4 : k / 16 * 2;
           ASSERT_EQ(std::memcmp(want.data() + layout.sums_offset, got.data() + layout.sums_offset, sums), 0);
           // Each value is within half a step of its float.
           for (std::int64_t i = 0; i < k; ++i) {
@@ -365,6 +367,109 @@ TEST(CpuMatmul, EveryLevelGivesTheSameBits) {
             << name(type) << ": " << level_name(caps[0]) << " and " << level_name(caps[l]) << " differ";
     }
   }
+}
+
+// ---- packed weights: the same bits as the file's layout ----
+
+const DType kBlock32Types[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0};
+
+TEST(CpuMatmul, PackingARowIsUndoneByUnpacking) {
+  std::mt19937 rng(9);
+  for (DType type : kBlock32Types)
+    for (std::int64_t k : {32, 224, 256, 288, 800, 1536}) {
+      const auto bytes = static_cast<std::size_t>(row_bytes(type, k));
+      std::vector<std::uint8_t> plain(bytes);
+      fill_weights(type, 1, k, plain.data(), rng);
+      std::vector<std::byte> packed(bytes), back(bytes);
+      pack_row(type, reinterpret_cast<const std::byte*>(plain.data()), packed.data(), k);
+      unpack_row(type, packed.data(), back.data(), k);
+      EXPECT_EQ(std::memcmp(plain.data(), back.data(), bytes), 0) << name(type) << " k=" << k;
+      // The first element of the last block is where the layout says.
+      const std::int64_t last = k / 32 - 1, group = last / 8 * 8, n = std::min<std::int64_t>(8, k / 32 - group);
+      const std::int64_t bb = info(type).block_bytes, halves = (type == DType::Q4_1 || type == DType::Q5_1) ? 2 : 1;
+      const std::int64_t codes = group * bb + 2 * n * halves + (type == DType::Q5_0 || type == DType::Q5_1 ? 4 * n : 0);
+      const std::int64_t plain_codes = last * bb + 2 * halves + (type == DType::Q5_0 || type == DType::Q5_1 ? 4 : 0);
+      EXPECT_EQ(std::memcmp(plain.data() + plain_codes, packed.data() + codes + 4 * (last - group), 4), 0)
+          << name(type) << " k=" << k;
+    }
+}
+
+// The packed kernels against the file-layout kernels: ==, at every level, on
+// shapes with a last partial group, odd row counts and every tile shape.
+TEST(CpuMatmul, PackedWeightsGiveTheSameBits) {
+  std::mt19937 rng(10);
+  const std::int64_t row_counts[] = {1, 3, 33};
+  const std::int64_t token_counts[] = {1, 2, 5, 16, 17, 33};
+  int checked = 0;
+  for (DType type : kBlock32Types)
+    for (std::int64_t k : {32, 256, 288, 800, 896}) {
+      Problem p(type, 33, k, 33, rng);
+      Tensor b(p.bias.data(), DType::F32, {p.m});
+      for (const std::string& cap : level_caps()) {
+        CpuBackend cpu(1, cap, MatmulPrecision::kQ8);
+        Tensor packed = p.weights(p.m);
+        const Buffer storage = cpu.prepare_weight(packed);
+        ASSERT_EQ(packed.layout, Layout::kCpuPacked) << name(type);
+        ASSERT_EQ(packed.data, storage.data());
+        for (std::int64_t m : row_counts)
+          for (std::int64_t n : token_counts) {
+            const std::size_t size = static_cast<std::size_t>(n * m);
+            std::vector<float> want(size), got(size, -7.0f);
+            Tensor yw(want.data(), DType::F32, {n, m}), yg(got.data(), DType::F32, {n, m});
+            Tensor bm(p.bias.data(), DType::F32, {m});
+            const Tensor* bias = m % 2 == 1 ? &bm : nullptr;
+            cpu.matmul(p.weights(m), p.activations(0, n), yw, bias);
+            cpu.matmul(packed.rows_view(0, m), p.activations(0, n), yg, bias);
+            for (std::size_t i = 0; i < size; ++i)
+              ASSERT_EQ(bits(got[i]), bits(want[i])) << name(type) << " " << level_name(cap) << " m=" << m << " k=" << k
+                                                     << " n=" << n << ": token " << i / m << " row " << i % m;
+            ++checked;
+          }
+        // Two threads split the rows differently: still the same bits.
+        CpuBackend two(2, cap, MatmulPrecision::kQ8);
+        std::vector<float> want(static_cast<std::size_t>(17 * p.m)), got(want.size());
+        Tensor yw(want.data(), DType::F32, {17, p.m}), yg(got.data(), DType::F32, {17, p.m});
+        cpu.matmul(p.weights(p.m), p.activations(3, 17), yw, &b);
+        two.matmul(packed, p.activations(3, 17), yg, &b);
+        EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0) << name(type);
+      }
+    }
+  RecordProperty("shapes_checked", checked);
+}
+
+// A tied embedding reads the packed table as the file's.
+TEST(CpuMatmul, EmbeddingOfPackedTableMatchesReference) {
+  std::mt19937 rng(11);
+  for (DType type : kBlock32Types) {
+    const std::int64_t vocab = 11, dim = 800;
+    Misaligned table(static_cast<std::size_t>(row_bytes(type, dim) * vocab), 1);
+    fill_weights(type, vocab, dim, table.data(), rng);
+    std::vector<std::int32_t> ids = {3, 0, 10, 3, 7};
+    std::vector<float> want(ids.size() * dim), got(ids.size() * dim);
+    Tensor t(table.data(), type, {vocab, dim});
+    Tensor id(ids.data(), DType::I32, {static_cast<std::int64_t>(ids.size())});
+    Tensor o1(want.data(), DType::F32, {static_cast<std::int64_t>(ids.size()), dim});
+    Tensor o2(got.data(), DType::F32, {static_cast<std::int64_t>(ids.size()), dim});
+    ReferenceBackend().embedding(t, id, o1);
+    CpuBackend cpu(2);
+    Tensor packed = t;
+    const Buffer storage = cpu.prepare_weight(packed);
+    ASSERT_EQ(packed.layout, Layout::kCpuPacked);
+    cpu.embedding(packed, id, o2);
+    EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0) << name(type);
+  }
+}
+
+// Only the kQ8 kernels read packed weights; other types and precisions stay as they are.
+TEST(CpuMatmul, OnlyBlock32WeightsOfTheQ8KernelsArePacked) {
+  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(row_bytes(DType::Q4_K, 256) * 2));
+  Tensor kquant(bytes.data(), DType::Q4_K, {2, 256});
+  EXPECT_EQ(CpuBackend(1).prepare_weight(kquant).data(), nullptr);
+  EXPECT_EQ(kquant.layout, Layout::kGguf);
+  Tensor q8(bytes.data(), DType::Q8_0, {2, 64});
+  EXPECT_EQ(CpuBackend(1, {}, MatmulPrecision::kF32).prepare_weight(q8).data(), nullptr);
+  EXPECT_EQ(q8.layout, Layout::kGguf);
+  EXPECT_EQ(ReferenceBackend().prepare_weight(q8).data(), nullptr);
 }
 
 }  // namespace

@@ -1,24 +1,36 @@
 #include "backend/cpu/activation_quant.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "core/error.h"
 
 namespace folio {
+namespace {
+
+// Where element i of a row of k lies among the codes of `format`.
+std::int64_t code_index(ActFormat format, std::int64_t k, std::int64_t i) {
+  if (format != ActFormat::kQ8x32Packed) return i;
+  const std::int64_t group = i / 256 * 256, count = std::min<std::int64_t>(8, (k - group) / 32);
+  const std::int64_t block = i % 256 / 32, e = i % 32;
+  return group + 4 * count * (e / 4) + 4 * block + e % 4;
+}
+
+}  // namespace
 
 ActQ8Layout ActQ8Layout::make(ActFormat format, std::int64_t k) {
   FOLIO_CHECK(format != ActFormat::kF32);
   ActQ8Layout l;
   l.format = format;
   l.k = k;
-  l.block_elems = format == ActFormat::kQ8x32 ? 32 : 256;
+  l.block_elems = format == ActFormat::kQ8x256 ? 256 : 32;
   FOLIO_CHECK(k >= 0 && k % l.block_elems == 0);
   const auto num_blocks = static_cast<std::size_t>(k / l.block_elems);
   l.d_offset = static_cast<std::size_t>(k);
   l.sums_offset = l.d_offset + num_blocks * sizeof(float);
-  const std::size_t sums_bytes = format == ActFormat::kQ8x32 ? num_blocks * sizeof(std::int32_t)
-                                                           : static_cast<std::size_t>(k / 16) * sizeof(std::int16_t);
+  const std::size_t sums_bytes = format != ActFormat::kQ8x256 ? num_blocks * sizeof(std::int32_t)
+                                                            : static_cast<std::size_t>(k / 16) * sizeof(std::int16_t);
   l.row_bytes = (l.sums_offset + sums_bytes + 63) / 64 * 64;
   return l;
 }
@@ -36,11 +48,11 @@ void quantize_activation_reference(const ActQ8Layout& layout, const float* x, st
     int sum = 0;
     for (std::int64_t i = 0; i < be; ++i) {
       const int q = static_cast<int>(std::nearbyint(xb[i] * id));
-      qs[b * be + i] = static_cast<std::int8_t>(q);
+      qs[code_index(layout.format, layout.k, b * be + i)] = static_cast<std::int8_t>(q);
       sum += q;
     }
     std::memcpy(row + layout.d_offset + b * sizeof(float), &d, sizeof(float));
-    if (layout.format == ActFormat::kQ8x32) {
+    if (layout.format != ActFormat::kQ8x256) {
       const std::int32_t s = sum;
       std::memcpy(row + layout.sums_offset + b * sizeof(s), &s, sizeof(s));
     } else {
@@ -57,7 +69,7 @@ void quantize_activation_reference(const ActQ8Layout& layout, const float* x, st
 float quantized_activation_value(const ActQ8Layout& layout, const std::byte* row, std::int64_t i) {
   float d;
   std::memcpy(&d, row + layout.d_offset + (i / layout.block_elems) * sizeof(float), sizeof(float));
-  return d * static_cast<float>(reinterpret_cast<const std::int8_t*>(row)[i]);
+  return d * static_cast<float>(reinterpret_cast<const std::int8_t*>(row)[code_index(layout.format, layout.k, i)]);
 }
 
 }  // namespace folio

@@ -13,6 +13,7 @@ namespace folio {
 enum class ActFormat {
   kF32,     // the f32 rows of x as they are
   kQ8x32,   // blocks of 32 with a float scale and d * sum: for Q4_0 .. Q8_0 weights
+  kQ8x32Packed,  // kQ8x32 with the codes of each whole group of 8 blocks interleaved: for packed weights
   kQ8x256,  // blocks of 256 with a float scale and 16 partial sums: for K-quant weights
 };
 
@@ -23,6 +24,10 @@ enum class ActFormat {
 //         kQ8x256: [k / 16] int16, the sum of each group of 16 codes
 // then padding to 64 bytes, so that in a 64-byte-aligned buffer every row's
 // codes are aligned. k must be a multiple of B.
+// kQ8x32Packed is kQ8x32 but for the order of the codes within each group of
+// 8 blocks (as packed weights, packed_weights.h): byte 32 i + 4 j + c of the
+// group is element 4 i + c of block j; in a last group of n < 8 blocks, byte
+// 4 n i + 4 j + c.
 struct ActQ8Layout {
   ActFormat format = ActFormat::kQ8x32;
   std::int64_t k = 0;

@@ -57,6 +57,8 @@ void CpuBackend::embedding(const Tensor& table, const Tensor& ids, Tensor& out) 
   matmul_.embedding(pool_, table, ids, out);
 }
 
+Buffer CpuBackend::prepare_weight(Tensor& w) { return matmul_.pack(pool_, w); }
+
 void CpuBackend::matmul(const Tensor& w, const Tensor& x, Tensor& y, const Tensor* bias) {
   op_checks::matmul(w, x, y, bias);
   matmul_.run(pool_, w, x, y, bias);

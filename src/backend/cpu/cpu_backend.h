@@ -26,6 +26,9 @@ class CpuBackend : public ReferenceBackend {
   const CpuFeatures& features() const { return features_; }
   MatmulPrecision matmul_precision() const { return matmul_.precision(); }
 
+  // Block32 weights (Q4_0 .. Q8_0) are packed for the kQ8 kernels
+  // (packed_weights.h): a copy as large as the tensor, made once at load.
+  Buffer prepare_weight(Tensor& w) override;
   void embedding(const Tensor& table, const Tensor& ids, Tensor& out) override;
   void matmul(const Tensor& w, const Tensor& x, Tensor& y, const Tensor* bias) override;
   void attention(const Tensor& q, const PagedKv& kv, const AttentionMetadata& meta, const AttentionParams& params,

@@ -1,6 +1,7 @@
 // The 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) against kQ8x32
-// activations. Each format gives a block's 32 codes q, with
-// w = d * (q - kOffset), or w = d * q + m where kMin.
+// activations, or packed (packed_weights.h) against kQ8x32Packed ones. Each
+// format gives a block's 32 codes q, with w = d * (q - kOffset), or
+// w = d * q + m where kMin.
 //
 // Blocks go in groups of 8, so that the float work is done once per group
 // with lane j holding block j of the group. Per group and output, in this
@@ -9,6 +10,38 @@
 //   acc  = fma(float(isum), [d_w * d_x of block j]_j, acc)
 //   acc  = fma([m of block j]_j, [d_x * sum(xq) of block j]_j, acc)          (kMin only)
 // then y = hsum(acc) (+ bias). Lanes past the last block of a row hold zeros.
+// In the file's layout lane j comes from a horizontal-add tree over 8 dots
+// (one per block); packed, from 8 dots accumulated in place, since code vector
+// i holds elements 4 i .. 4 i + 3 of all 8 blocks. Integer sums are exact, so
+// both give the same isum, and the same bits.
+
+// The 8 code vectors of a packed group (packed_weights.h) from its codes
+// (after d, m and qh), `stride` bytes apart (32 in a whole group): vector i =
+// elements 4 i .. 4 i + 3 of every block.
+FOLIO_INLINE void packed_nibbles(const std::byte* p, int stride, __m256i (&q)[8]) {
+  const __m256i low = _mm256_set1_epi8(0x0f);
+  for (int v = 0; v < 4; ++v) {
+    const __m256i b = loadu256(p + stride * v);
+    q[v] = _mm256_and_si256(b, low);
+    q[v + 4] = _mm256_and_si256(_mm256_srli_epi16(b, 4), low);
+  }
+}
+
+// Adds bit 4 to the codes of a packed Q5 group from its qh (bit i of byte
+// 4 j + c: element 4 i + c of block j).
+FOLIO_INLINE void packed_high_bits(const std::byte* qh, __m256i (&q)[8]) {
+  const __m256i h = loadu256(qh), bit4 = _mm256_set1_epi8(0x10);
+  // 16-bit shifts move bit i of each byte to bit 4; what crosses a byte
+  // boundary lands away from bit 4 and is masked off.
+  q[0] = _mm256_or_si256(q[0], _mm256_and_si256(_mm256_slli_epi16(h, 4), bit4));
+  q[1] = _mm256_or_si256(q[1], _mm256_and_si256(_mm256_slli_epi16(h, 3), bit4));
+  q[2] = _mm256_or_si256(q[2], _mm256_and_si256(_mm256_slli_epi16(h, 2), bit4));
+  q[3] = _mm256_or_si256(q[3], _mm256_and_si256(_mm256_slli_epi16(h, 1), bit4));
+  q[4] = _mm256_or_si256(q[4], _mm256_and_si256(h, bit4));
+  q[5] = _mm256_or_si256(q[5], _mm256_and_si256(_mm256_srli_epi16(h, 1), bit4));
+  q[6] = _mm256_or_si256(q[6], _mm256_and_si256(_mm256_srli_epi16(h, 2), bit4));
+  q[7] = _mm256_or_si256(q[7], _mm256_and_si256(_mm256_srli_epi16(h, 3), bit4));
+}
 
 struct Q4_0 {
   static constexpr int kBytes = 18;
@@ -16,6 +49,10 @@ struct Q4_0 {
   static constexpr bool kMin = false;
   static FOLIO_INLINE __m256i codes(const std::byte* b) { return split_nibbles(b + 2); }
   static FOLIO_INLINE __m256i dot(__m256i q, __m256i x) { return dot_u8s8(_mm256_setzero_si256(), q, x); }
+  static FOLIO_INLINE void packed_codes(const std::byte* p, int stride, __m256i (&q)[8]) {
+    packed_nibbles(p, stride, q);
+  }
+  static FOLIO_INLINE __m256i dot_acc(__m256i acc, __m256i q, __m256i x) { return dot_u8s8(acc, q, x); }
 };
 
 struct Q4_1 {
@@ -24,6 +61,10 @@ struct Q4_1 {
   static constexpr bool kMin = true;
   static FOLIO_INLINE __m256i codes(const std::byte* b) { return split_nibbles(b + 4); }
   static FOLIO_INLINE __m256i dot(__m256i q, __m256i x) { return dot_u8s8(_mm256_setzero_si256(), q, x); }
+  static FOLIO_INLINE void packed_codes(const std::byte* p, int stride, __m256i (&q)[8]) {
+    packed_nibbles(p, stride, q);
+  }
+  static FOLIO_INLINE __m256i dot_acc(__m256i acc, __m256i q, __m256i x) { return dot_u8s8(acc, q, x); }
 };
 
 struct Q5_0 {
@@ -35,6 +76,11 @@ struct Q5_0 {
     return _mm256_or_si256(split_nibbles(b + 6), high);
   }
   static FOLIO_INLINE __m256i dot(__m256i q, __m256i x) { return dot_u8s8(_mm256_setzero_si256(), q, x); }
+  static FOLIO_INLINE void packed_codes(const std::byte* p, int stride, __m256i (&q)[8]) {
+    packed_nibbles(p + stride, stride, q);
+    packed_high_bits(p, q);
+  }
+  static FOLIO_INLINE __m256i dot_acc(__m256i acc, __m256i q, __m256i x) { return dot_u8s8(acc, q, x); }
 };
 
 struct Q5_1 {
@@ -46,6 +92,11 @@ struct Q5_1 {
     return _mm256_or_si256(split_nibbles(b + 8), high);
   }
   static FOLIO_INLINE __m256i dot(__m256i q, __m256i x) { return dot_u8s8(_mm256_setzero_si256(), q, x); }
+  static FOLIO_INLINE void packed_codes(const std::byte* p, int stride, __m256i (&q)[8]) {
+    packed_nibbles(p + stride, stride, q);
+    packed_high_bits(p, q);
+  }
+  static FOLIO_INLINE __m256i dot_acc(__m256i acc, __m256i q, __m256i x) { return dot_u8s8(acc, q, x); }
 };
 
 // Q8_0's codes are signed. With VNNI they become q = w + 128 (offset 128, no
@@ -55,18 +106,30 @@ struct Q8_0 {
   static constexpr int kBytes = 34;
   static constexpr int kOffset = FOLIO_MATMUL_VNNI ? 128 : 0;
   static constexpr bool kMin = false;
-  static FOLIO_INLINE __m256i codes(const std::byte* b) {
+  // The 32 codes at p, as the dot below takes them.
+  static FOLIO_INLINE __m256i codes_at(const std::byte* p) {
 #if FOLIO_MATMUL_VNNI
-    return _mm256_xor_si256(loadu256(b + 2), _mm256_set1_epi8(static_cast<char>(0x80)));
+    return _mm256_xor_si256(loadu256(p), _mm256_set1_epi8(static_cast<char>(0x80)));
 #else
-    return loadu256(b + 2);
+    return loadu256(p);
 #endif
   }
+  static FOLIO_INLINE __m256i codes(const std::byte* b) { return codes_at(b + 2); }
   static FOLIO_INLINE __m256i dot(__m256i q, __m256i x) {
 #if FOLIO_MATMUL_VNNI
     return dot_u8s8(_mm256_setzero_si256(), q, x);
 #else
     return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(q), _mm256_sign_epi8(x, q)), _mm256_set1_epi16(1));
+#endif
+  }
+  static FOLIO_INLINE void packed_codes(const std::byte* p, int stride, __m256i (&q)[8]) {
+    for (int i = 0; i < 8; ++i) q[i] = codes_at(p + stride * i);
+  }
+  static FOLIO_INLINE __m256i dot_acc(__m256i acc, __m256i q, __m256i x) {
+#if FOLIO_MATMUL_VNNI
+    return dot_u8s8(acc, q, x);
+#else
+    return _mm256_add_epi32(acc, dot(q, x));
 #endif
   }
 };
@@ -137,15 +200,82 @@ FOLIO_INLINE void block32_group(const TileArgs& a, std::int64_t g, int count, __
   }
 }
 
-template <class F, int R, int T>
+// One group [g, g + count) of packed weights against kQ8x32Packed
+// activations (kFull: count == 8): code vector i of every row meets
+// activation vector i, and lane j gathers block j's integer dot. The same
+// integers, then the same float operations, as block32_group: the results are
+// bit-identical. In a last group of count < 8, lanes from count on load bytes
+// that follow the group: the masks zero them (isum, d and m) as
+// block32_group's zeros do.
+template <class F, int R, int T, bool kFull>
+FOLIO_INLINE void packed_group(const TileArgs& a, std::int64_t g, int count, __m256 (&acc)[R][T]) {
+  if (a.prefetch != nullptr) prefetch_bytes(a.prefetch + g * R * F::kBytes, R * 8 * F::kBytes);
+  constexpr int kHalves = F::kMin ? 2 : 1;
+  const int n = kFull ? 8 : count;  // vectors of 4 n bytes
+  const __m256i valid = first_lanes(n);
+  __m256i q[R][8];
+  __m256 dw[R], mw[R];
+  for (int r = 0; r < R; ++r) {
+    const std::byte* group = a.w + r * a.w_stride + g * F::kBytes;
+    dw[r] = _mm256_cvtph_ps(loadu128(group));
+    if constexpr (!kFull) dw[r] = _mm256_and_ps(dw[r], _mm256_castsi256_ps(valid));
+    if constexpr (F::kMin) {
+      mw[r] = _mm256_cvtph_ps(loadu128(group + 2 * n));
+      if constexpr (!kFull) mw[r] = _mm256_and_ps(mw[r], _mm256_castsi256_ps(valid));
+    }
+    F::packed_codes(group + 2 * n * kHalves, 4 * n, q[r]);
+  }
+  for (int t = 0; t < T; ++t) {
+    const std::byte* xr = a.x + t * a.x_stride;
+    const std::byte* xq = xr + g * 32;
+    const auto* xd = reinterpret_cast<const float*>(xr + a.x_d_offset) + g;
+    const auto* xs = reinterpret_cast<const int*>(xr + a.x_sums_offset) + g;
+    const __m256 dx = kFull ? _mm256_loadu_ps(xd) : _mm256_maskload_ps(xd, valid);
+    const __m256i xsum = kFull ? loadu256(xs) : _mm256_maskload_epi32(xs, valid);
+    constexpr int kShift = F::kOffset != 0 ? __builtin_ctz(F::kOffset) : 0;
+    const __m256i xoff = _mm256_slli_epi32(xsum, kShift);  // kOffset * sum(xq)
+    __m256 sx;
+    if constexpr (F::kMin) sx = _mm256_mul_ps(dx, _mm256_cvtepi32_ps(xsum));
+    __m256i xv[8];
+    for (int i = 0; i < 8; ++i) xv[i] = loadu256(xq + 4 * n * i);
+    for (int r = 0; r < R; ++r) {
+      // Two chains of four dots, for latency; integer sums are exact in any order.
+      __m256i even = _mm256_setzero_si256(), odd = _mm256_setzero_si256();
+      for (int i = 0; i < 8; i += 2) {
+        even = F::dot_acc(even, q[r][i], xv[i]);
+        odd = F::dot_acc(odd, q[r][i + 1], xv[i + 1]);
+      }
+      __m256i isum = _mm256_add_epi32(even, odd);
+      if constexpr (!kFull) isum = _mm256_and_si256(isum, valid);
+      if constexpr (F::kOffset != 0) isum = _mm256_sub_epi32(isum, xoff);
+      acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw[r], dx), acc[r][t]);
+      if constexpr (F::kMin) acc[r][t] = _mm256_fmadd_ps(mw[r], sx, acc[r][t]);
+    }
+  }
+}
+
+// kPacked: packed weights and kQ8x32Packed activations.
+template <class F, int R, int T, bool kPacked>
 void tile_q8_block32(const TileArgs& a) {
   const std::int64_t num_blocks = a.k / 32;
   __m256 acc[R][T];
   for (int r = 0; r < R; ++r)
     for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
   std::int64_t g = 0;
-  for (; g + 8 <= num_blocks; g += 8) block32_group<F, R, T, true>(a, g, 8, acc);
-  if (g < num_blocks) block32_group<F, R, T, false>(a, g, static_cast<int>(num_blocks - g), acc);
+  for (; g + 8 <= num_blocks; g += 8) {
+    if constexpr (kPacked) {
+      packed_group<F, R, T, true>(a, g, 8, acc);
+    } else {
+      block32_group<F, R, T, true>(a, g, 8, acc);
+    }
+  }
+  if (g < num_blocks) {
+    if constexpr (kPacked) {
+      packed_group<F, R, T, false>(a, g, static_cast<int>(num_blocks - g), acc);
+    } else {
+      block32_group<F, R, T, false>(a, g, static_cast<int>(num_blocks - g), acc);
+    }
+  }
   for (int t = 0; t < T; ++t)
     for (int r = 0; r < R; ++r) {
       float v = hsum(acc[r][t]);

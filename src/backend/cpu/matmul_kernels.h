@@ -40,13 +40,13 @@ struct TileArgs {
 using TileFn = void (*)(const TileArgs& args);
 
 // The kernels of one weight type at one precision: tiles of R or 1 rows by
-// T, T / 4 or 1 tokens. The driver takes the largest that fits; R x 1 is
+// T, T / 4, 2 or 1 tokens. The driver takes the largest that fits; R x 1 is
 // the batch-1 decode path.
 struct WeightKernels {
-  static constexpr int kTokenShapes = 3;
+  static constexpr int kTokenShapes = 4;
   ActFormat act = ActFormat::kF32;
   int rows = 0;                      // R
-  int tokens[kTokenShapes] = {};     // T, T / 4, 1
+  int tokens[kTokenShapes] = {};     // T, T / 4, 2, 1 (descending; T / 4 and 2 may be 1)
   TileFn tiles[2][kTokenShapes] = {};  // [R rows, 1 row][token shape]
 };
 
@@ -59,6 +59,7 @@ inline constexpr int kMaxDTypeId = 40;
 
 struct MatmulKernels {
   WeightKernels q8[kMaxDTypeId];   // kQ8: integer dots over quantized activations
+  WeightKernels q8_packed[kMaxDTypeId];  // kQ8 on packed weights (packed_weights.h): Q4_0 .. Q8_0
   WeightKernels f32[kMaxDTypeId];  // kF32: weights decoded in registers, f32 FMAs
   QuantizeActFn quantize = nullptr;
   DequantizeRowFn dequantize[kMaxDTypeId] = {};

@@ -5,41 +5,51 @@
 // accumulators, touched once per group of blocks, may live in memory), the
 // f32 kernels need their accumulators in registers (AVX2 has 16, AVX-512 32).
 // Rows per tile are also the batch-1 path's rows in flight.
+// Packed block32 tiles: 4 rows measured no faster than 2 at batch 1 (now
+// close to streaming bandwidth) or 32, so they keep the file layout's shapes.
 
 #if FOLIO_MATMUL_WIDE
 constexpr int kBlock32Rows = 2, kBlock32Tokens = 16;
+constexpr int kPackedRows = 2, kPackedTokens = 16;
 constexpr int kKQuantRows = 2, kKQuantTokens = 16;
 constexpr int kF32Rows = 4, kF32Tokens = 4;
 #else
 constexpr int kBlock32Rows = 2, kBlock32Tokens = 16;
+constexpr int kPackedRows = 2, kPackedTokens = 16;
 constexpr int kKQuantRows = 1, kKQuantTokens = 16;
 constexpr int kF32Rows = 2, kF32Tokens = 4;
 #endif
 
-// The six tiles of a kernel template Tile<R, T>: R or 1 rows by T, T / 4 or 1 tokens.
+// The eight tiles of a kernel template Tile<R, T>: R or 1 rows by T, T / 4,
+// 2 and 1 tokens (2 where T / 4 > 2: speculative verification runs batches of
+// 2 to 7 tokens, which would otherwise fall to single-token tiles).
 template <int R, int T, template <int, int> class Tile>
 WeightKernels tiles(ActFormat act) {
   constexpr int kMid = T / 4 > 1 ? T / 4 : 1;
+  constexpr int kSmall = kMid > 2 ? 2 : 1;
   WeightKernels k;
   k.act = act;
   k.rows = R;
   k.tokens[0] = T;
   k.tokens[1] = kMid;
-  k.tokens[2] = 1;
+  k.tokens[2] = kSmall;
+  k.tokens[3] = 1;
   k.tiles[0][0] = Tile<R, T>::run;
   k.tiles[0][1] = Tile<R, kMid>::run;
-  k.tiles[0][2] = Tile<R, 1>::run;
+  k.tiles[0][2] = Tile<R, kSmall>::run;
+  k.tiles[0][3] = Tile<R, 1>::run;
   k.tiles[1][0] = Tile<1, T>::run;
   k.tiles[1][1] = Tile<1, kMid>::run;
-  k.tiles[1][2] = Tile<1, 1>::run;
+  k.tiles[1][2] = Tile<1, kSmall>::run;
+  k.tiles[1][3] = Tile<1, 1>::run;
   return k;
 }
 
-template <class F>
+template <class F, bool kPacked>
 struct Block32Tile {
   template <int R, int T>
   struct Tile {
-    static void run(const TileArgs& a) { tile_q8_block32<F, R, T>(a); }
+    static void run(const TileArgs& a) { tile_q8_block32<F, R, T, kPacked>(a); }
   };
 };
 
@@ -61,7 +71,12 @@ struct F32Tile {
 
 template <class F>
 WeightKernels block32_kernels() {
-  return tiles<kBlock32Rows, kBlock32Tokens, Block32Tile<F>::template Tile>(ActFormat::kQ8x32);
+  return tiles<kBlock32Rows, kBlock32Tokens, Block32Tile<F, false>::template Tile>(ActFormat::kQ8x32);
+}
+
+template <class F>
+WeightKernels packed_kernels() {
+  return tiles<kPackedRows, kPackedTokens, Block32Tile<F, true>::template Tile>(ActFormat::kQ8x32Packed);
 }
 
 template <class F>
@@ -105,6 +120,11 @@ MatmulKernels make_kernels() {
   k.q8[static_cast<int>(DType::Q5_0)] = block32_kernels<Q5_0>();
   k.q8[static_cast<int>(DType::Q5_1)] = block32_kernels<Q5_1>();
   k.q8[static_cast<int>(DType::Q8_0)] = block32_kernels<Q8_0>();
+  k.q8_packed[static_cast<int>(DType::Q4_0)] = packed_kernels<Q4_0>();
+  k.q8_packed[static_cast<int>(DType::Q4_1)] = packed_kernels<Q4_1>();
+  k.q8_packed[static_cast<int>(DType::Q5_0)] = packed_kernels<Q5_0>();
+  k.q8_packed[static_cast<int>(DType::Q5_1)] = packed_kernels<Q5_1>();
+  k.q8_packed[static_cast<int>(DType::Q8_0)] = packed_kernels<Q8_0>();
   k.q8[static_cast<int>(DType::Q2_K)] = kquant_kernels<Q2_K>();
   k.q8[static_cast<int>(DType::Q3_K)] = kquant_kernels<Q3_K>();
   k.q8[static_cast<int>(DType::Q4_K)] = kquant_kernels<Q4_K>();

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstddef>
 
+#include "backend/cpu/packed_weights.h"
 #include "backend/reference/reference_backend.h"
+#include "core/error.h"
 #include "tensor/quantize.h"
 
 namespace folio {
@@ -36,8 +38,14 @@ void QuantMatmul::run(ThreadPool& pool, const Tensor& w, const Tensor& x, Tensor
   if (m == 0 || n == 0) return;
   const auto type = static_cast<int>(w.dtype);
   const WeightKernels* wk = nullptr;
-  if (kernels_ != nullptr && type < kMaxDTypeId)
+  if (w.layout == Layout::kCpuPacked) {
+    // Only pack() makes these, and only where the packed kernels exist.
+    FOLIO_CHECK(kernels_ != nullptr && precision_ == MatmulPrecision::kQ8 && type < kMaxDTypeId);
+    wk = &kernels_->q8_packed[type];
+    FOLIO_CHECK(wk->tiles[0][0] != nullptr);
+  } else if (kernels_ != nullptr && type < kMaxDTypeId) {
     wk = precision_ == MatmulPrecision::kQ8 ? &kernels_->q8[type] : &kernels_->f32[type];
+  }
   if (wk == nullptr || wk->tiles[0][0] == nullptr) return run_reference(pool, w, x, y, bias);
 
   TileArgs base;
@@ -118,9 +126,15 @@ void QuantMatmul::embedding(ThreadPool& pool, const Tensor& table, const Tensor&
   DequantizeRowFn decode = nullptr;
   if (kernels_ != nullptr && type < kMaxDTypeId) decode = kernels_->dequantize[type];
   const std::int64_t dim = table.cols();
+  const bool packed = table.layout == Layout::kCpuPacked;
   pool.parallel_for(ids.numel(), [&](std::int64_t begin, std::int64_t end) {
+    std::vector<std::byte> plain(packed ? table.row_bytes() : 0);
     for (std::int64_t i = begin; i < end; ++i) {
       const void* row = table.row(ids.as<const std::int32_t>()[i]);
+      if (packed) {
+        unpack_row(table.dtype, static_cast<const std::byte*>(row), plain.data(), dim);
+        row = plain.data();
+      }
       float* dst = out.as<float>() + i * dim;
       if (decode != nullptr) {
         decode(row, dst, dim);
@@ -129,6 +143,24 @@ void QuantMatmul::embedding(ThreadPool& pool, const Tensor& table, const Tensor&
       }
     }
   });
+}
+
+Buffer QuantMatmul::pack(ThreadPool& pool, Tensor& w) const {
+  const auto type = static_cast<int>(w.dtype);
+  if (kernels_ == nullptr || precision_ != MatmulPrecision::kQ8 || w.layout != Layout::kGguf ||
+      w.device != Device::kCpu || !is_packable(w.dtype) || type >= kMaxDTypeId ||
+      kernels_->q8_packed[type].tiles[0][0] == nullptr || w.rows() == 0)
+    return {};
+  Buffer packed(w.bytes() + kPackedSlackBytes);
+  const std::size_t row_bytes = w.row_bytes();
+  const auto* src = static_cast<const std::byte*>(w.data);
+  auto* dst = static_cast<std::byte*>(packed.data());
+  pool.parallel_for(w.rows(), [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t r = begin; r < end; ++r) pack_row(w.dtype, src + r * row_bytes, dst + r * row_bytes, w.cols());
+  });
+  w.data = packed.data();
+  w.layout = Layout::kCpuPacked;
+  return packed;
 }
 
 }  // namespace folio

@@ -33,6 +33,12 @@ class QuantMatmul {
   // out[i, :] = table[ids[i], :] as f32, bit-identical to dequantize_row; ids checked.
   void embedding(ThreadPool& pool, const Tensor& table, const Tensor& ids, Tensor& out);
 
+  // Rewrites a weight into the packed layout (packed_weights.h) when these
+  // kernels have packed kernels for its type, returning the new storage; an
+  // empty Buffer leaves w as it is. run and embedding take either layout and
+  // give the same bits.
+  Buffer pack(ThreadPool& pool, Tensor& w) const;
+
  private:
   void run_reference(ThreadPool& pool, const Tensor& w, const Tensor& x, Tensor& y, const Tensor* bias);
 

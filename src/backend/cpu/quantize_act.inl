@@ -20,11 +20,42 @@ FOLIO_INLINE Codes32 quantize_32(const float* x, __m256 id, std::int8_t* q) {
   return c;
 }
 
+// The codes of 8 blocks, block j at 32 j, to the kQ8x32Packed order: element
+// 4 i + c of block j at 32 i + 4 j + c (an 8 x 8 transpose of int32 lanes).
+FOLIO_INLINE void interleave_group(const std::int8_t* blocks, std::int8_t* dst) {
+  __m256i r[8];
+  for (int j = 0; j < 8; ++j) r[j] = loadu256(blocks + 32 * j);
+  __m256i t[8], u[8];
+  for (int j = 0; j < 8; j += 2) {
+    t[j] = _mm256_unpacklo_epi32(r[j], r[j + 1]);      // lanes 0 0' 1 1' | 4 4' 5 5'
+    t[j + 1] = _mm256_unpackhi_epi32(r[j], r[j + 1]);  // lanes 2 2' 3 3' | 6 6' 7 7'
+  }
+  for (int j = 0; j < 8; j += 4) {
+    u[j] = _mm256_unpacklo_epi64(t[j], t[j + 2]);          // lane 0 of 4 blocks | lane 4
+    u[j + 1] = _mm256_unpackhi_epi64(t[j], t[j + 2]);      // lane 1 | lane 5
+    u[j + 2] = _mm256_unpacklo_epi64(t[j + 1], t[j + 3]);  // lane 2 | lane 6
+    u[j + 3] = _mm256_unpackhi_epi64(t[j + 1], t[j + 3]);  // lane 3 | lane 7
+  }
+  for (int i = 0; i < 4; ++i) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 32 * i), _mm256_permute2x128_si256(u[i], u[i + 4], 0x20));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 32 * (i + 4)), _mm256_permute2x128_si256(u[i], u[i + 4], 0x31));
+  }
+}
+
+// As interleave_group for a last group of count < 8 blocks: element 4 i + c
+// of block j to 4 count i + 4 j + c.
+FOLIO_INLINE void interleave_partial(const std::int8_t* blocks, int count, std::int8_t* dst) {
+  for (int i = 0; i < 8; ++i)
+    for (int j = 0; j < count; ++j) std::memcpy(dst + 4 * count * i + 4 * j, blocks + 32 * j + 4 * i, 4);
+}
+
 void quantize_act(const ActQ8Layout& layout, const float* x, std::byte* row) {
   auto* qs = reinterpret_cast<std::int8_t*>(row);
   const std::int64_t be = layout.block_elems;
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-  for (std::int64_t b = 0; b < layout.k / be; ++b) {
+  const std::int64_t num_blocks = layout.k / be;
+  alignas(32) std::int8_t group[256];
+  for (std::int64_t b = 0; b < num_blocks; ++b) {
     const float* xb = x + b * be;
     __m256 vmax = _mm256_setzero_ps();
     for (std::int64_t i = 0; i < be; i += 8) vmax = _mm256_max_ps(vmax, _mm256_and_ps(_mm256_loadu_ps(xb + i), abs_mask));
@@ -34,8 +65,16 @@ void quantize_act(const ActQ8Layout& layout, const float* x, std::byte* row) {
     if (!__builtin_isfinite(id)) d = id = 0.0f;
     const __m256 idv = _mm256_set1_ps(id);
     std::memcpy(row + layout.d_offset + b * sizeof(float), &d, sizeof(float));
-    if (layout.format == ActFormat::kQ8x32) {
-      const Codes32 c = quantize_32(xb, idv, qs + b * be);
+    if (layout.format != ActFormat::kQ8x256) {
+      // Packed: a group's blocks go to a scratch of 8 x 32 codes, then are
+      // interleaved once the group's last block is in.
+      const bool packed = layout.format == ActFormat::kQ8x32Packed;
+      const Codes32 c = quantize_32(xb, idv, packed ? group + (b % 8) * 32 : qs + b * be);
+      if (packed && b % 8 == 7) {
+        interleave_group(group, qs + (b - 7) * be);
+      } else if (packed && b == num_blocks - 1) {
+        interleave_partial(group, static_cast<int>(b % 8) + 1, qs + b / 8 * 8 * be);
+      }
       const __m256i sum = _mm256_add_epi32(_mm256_add_epi32(c.part[0], c.part[1]), _mm256_add_epi32(c.part[2], c.part[3]));
       const std::int32_t s = hsum_epi32(sum);
       std::memcpy(row + layout.sums_offset + b * sizeof(s), &s, sizeof(s));

@@ -25,6 +25,7 @@ namespace reference {
 void matmul_rows(const Tensor& w, const Tensor& x, Tensor& y, const Tensor* bias, std::int64_t row_begin,
                  std::int64_t row_end, std::vector<float>& scratch) {
   const std::int64_t n = x.rows(), k = x.cols(), m = w.rows();
+  FOLIO_CHECK(w.layout == Layout::kGguf);  // packed weights are the CPU backend's own
   scratch.resize(static_cast<std::size_t>(k));
   for (std::int64_t o = row_begin; o < row_end; ++o) {
     dequantize_row(w.dtype, w.row(o), scratch.data(), k);
@@ -99,6 +100,7 @@ void ReferenceBackend::copy_to_host(void* dst, const Tensor& src, std::size_t by
 
 void ReferenceBackend::embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
   op_checks::embedding(table, ids, out);
+  FOLIO_CHECK(table.layout == Layout::kGguf);
   for (std::int64_t i = 0; i < ids.numel(); ++i) {
     std::int32_t id = ids.as<const std::int32_t>()[i];
     if (id < 0 || id >= table.rows()) fail("token id {} is outside the vocabulary of {}", id, table.rows());
