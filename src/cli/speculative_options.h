@@ -13,7 +13,7 @@ namespace folio::cli {
 struct SpeculativeOptions {
   std::string method;  // empty: off
   int num_tokens = 4;
-  int ngram_min = 1;
+  int ngram_min = 2;
   int ngram_max = 4;
 
   // Throws Error for a method that is neither ngram nor draft:PATH.

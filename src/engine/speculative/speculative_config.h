@@ -11,7 +11,8 @@ struct SpeculativeConfig {
   enum class Method { kNone, kNgram, kDraft };
   Method method = Method::kNone;
   int num_tokens = 4;              // proposals per step (k)
-  int ngram_min = 1;               // n-gram lookup: shortest and longest n tried
+  int ngram_min = 2;               // n-gram lookup: shortest and longest n tried (a one-token
+                                   // match proposes too often in vain: bench/RESULTS.md)
   int ngram_max = 4;
   std::string draft_model_path;    // kDraft: a smaller model with the same vocabulary
 };
