@@ -2,12 +2,14 @@
 
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 
 #include "backend/cpu/cpu_backend.h"
 #include "core/error.h"
+
 
 namespace folio {
 namespace {
@@ -18,7 +20,11 @@ void warm_pages(const GgufFile& file, bool show_progress) {
   std::span<const std::uint8_t> bytes = file.bytes();
   if (bytes.empty()) return;
   ::madvise(const_cast<std::uint8_t*>(bytes.data()), bytes.size(), MADV_WILLNEED);
-  const bool show = show_progress && bytes.size() > (256u << 20);
+  // A live percentage for a person at a terminal; one line for a log.
+  const bool large = show_progress && bytes.size() > (256u << 20);
+  const bool show = large && ::isatty(STDERR_FILENO) != 0;
+  if (large && !show)
+    std::fprintf(stderr, "loading %s (%.0f MiB)\n", file.path().c_str(), static_cast<double>(bytes.size()) / (1 << 20));
   volatile std::uint8_t sink = 0;
   constexpr std::size_t kPage = 4096, kStep = 64u << 20;
   for (std::size_t off = 0; off < bytes.size(); off += kPage) {
