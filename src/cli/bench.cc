@@ -37,7 +37,7 @@
 #include "cli/bench_workload.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
-#include "cli/speculative_options.h"
+#include "cli/engine_options.h"
 #include "core/error.h"
 #include "engine/engine.h"
 #include "kv/capacity_planner.h"
@@ -54,11 +54,7 @@ using Json = nlohmann::ordered_json;
 
 struct BenchOptions {
   ModelOptions model;
-  EngineConfig engine;
-  std::string kv_cache_memory = "2GiB";
-  std::string kv_dtype = "f16";
-  bool no_prefix_caching = false;
-  SpeculativeOptions speculative;
+  EngineOptions engine;
   bool compare_speculation = false;
   WorkloadOptions workload;
   std::string request_rate = "inf";
@@ -276,12 +272,13 @@ void bench(BenchOptions o) {
   }
   const bool server_mode = !o.server.url.empty();
   if (o.compare_speculation && !o.peer.empty()) fail("--compare-speculation and --peer are separate runs; give one");
-  if (o.compare_speculation && !server_mode && o.speculative.method.empty())
+  if (o.compare_speculation && !server_mode && o.engine.speculative.method.empty())
     fail("--compare-speculation needs --speculative (ngram or draft:PATH)");
-  if (server_mode && !o.speculative.method.empty())
+  if (server_mode && !o.engine.speculative.method.empty())
     fail("--speculative configures the in-process engine; a server speculates as it was started (folio serve "
          "--speculative), and --compare-speculation turns it off per request");
-  const KvCacheDType kv_dtype = kv_cache_dtype_from_flag(o.kv_dtype);
+  const EngineConfig engine_config = o.engine.resolved();
+  const KvCacheDType kv_dtype = engine_config.kv_dtype;
   const ModelSessionOptions session_options = o.model.resolved();
   const int threads = o.model.session.threads > 0 ? o.model.session.threads : hardware_threads();
   const bool progress = !o.no_progress && BenchProgress::stderr_is_terminal();
@@ -308,17 +305,13 @@ void bench(BenchOptions o) {
     workloads.push_back(maker.make(o.workload.seed + static_cast<std::uint64_t>(r), o.workload.num_prompts,
                                    o.workload.input_len, o.workload.output_len));
   // The warm-up: a small batch that pages the weights in and starts every thread.
-  const int warm_prompts = std::max(1, std::min({o.workload.num_prompts, o.engine.max_num_seqs, 8}));
+  const int warm_prompts = std::max(1, std::min({o.workload.num_prompts, engine_config.max_num_seqs, 8}));
   const BenchWorkload warmup = maker.make(o.workload.seed + 1000003, warm_prompts, 32, 8);
   int max_seq_len = warmup.max_seq_len();
   for (const BenchWorkload& w : workloads) max_seq_len = std::max(max_seq_len, w.max_seq_len());
 
   if (!server_mode) {
-    EngineConfig config = o.engine;
-    config.kv_cache_bytes = byte_size_option(o.kv_cache_memory, "--kv-cache-memory");
-    config.kv_dtype = kv_dtype;
-    config.enable_prefix_caching = !o.no_prefix_caching;
-    config.speculative = o.speculative.resolved();
+    EngineConfig config = engine_config;
     config.max_waiting = std::max(config.max_waiting, o.workload.num_prompts + 16);
     engine = std::make_shared<Engine>(session, config);
     if (max_seq_len > engine->max_model_len())
@@ -333,10 +326,10 @@ void bench(BenchOptions o) {
     PeerOptions p = o.peer_options;
     p.model_path = session_options.model_path;
     p.threads = threads;
-    p.max_num_seqs = std::max(1, std::min(o.engine.max_num_seqs, o.workload.num_prompts));
+    p.max_num_seqs = std::max(1, std::min(engine_config.max_num_seqs, o.workload.num_prompts));
     if (o.max_concurrency > 0) p.max_num_seqs = std::min(p.max_num_seqs, o.max_concurrency);
-    p.max_num_seqs = std::max(p.max_num_seqs, std::min(warm_prompts, o.engine.max_num_seqs));
-    p.max_num_batched_tokens = o.engine.max_num_batched_tokens;
+    p.max_num_seqs = std::max(p.max_num_seqs, std::min(warm_prompts, engine_config.max_num_seqs));
+    p.max_num_batched_tokens = engine_config.max_num_batched_tokens;
     p.max_seq_len = max_seq_len;
     std::fprintf(stderr, "folio bench: starting the llama.cpp peer\n");
     peer = std::make_unique<LlamaCppPeer>(p);
@@ -423,18 +416,18 @@ void bench(BenchOptions o) {
              {"prompt_tokens", workloads.front().prompt_tokens()},
              {"output_tokens", workloads.front().output_tokens()}}},
            {"engine",
-            {{"max_num_seqs", o.engine.max_num_seqs},
-             {"max_num_batched_tokens", o.engine.max_num_batched_tokens},
-             {"kv_cache_dtype", o.kv_dtype},
-             {"prefix_caching", !o.no_prefix_caching},
+            {{"max_num_seqs", engine_config.max_num_seqs},
+             {"max_num_batched_tokens", engine_config.max_num_batched_tokens},
+             {"kv_cache_dtype", kv_dtype.name()},
+             {"prefix_caching", engine_config.enable_prefix_caching},
              {"precision", o.model.session.precision},
-             {"speculative", o.speculative.method.empty() ? Json(nullptr) : Json(o.speculative.method)},
-             {"num_speculative_tokens", o.speculative.num_tokens}}},
+             {"speculative", o.engine.speculative.method.empty() ? Json(nullptr) : Json(o.engine.speculative.method)},
+             {"num_speculative_tokens", o.engine.speculative.num_tokens}}},
            {"repetitions", o.repetitions},
            {"load_average", {{"before", load_before}, {"after", load_after}}},
            {"folio", {{"median", to_json(folio_median)}, {"runs", std::move(folio_runs)}}}};
     if (engine) j["engine_figures"] = engine_figures.engine_json();
-    if (engine_figures.proposed > 0 || (engine && !o.speculative.method.empty()))
+    if (engine_figures.proposed > 0 || (engine && !o.engine.speculative.method.empty()))
       j["speculation"] = engine_figures.speculation_json();
     if (peer) {
       j["peer"] = to_json(comparison);
@@ -448,7 +441,7 @@ void bench(BenchOptions o) {
   const std::string title = server_mode ? o.server.url : "folio";
   std::printf("%s", format_summary(title + what, folio_median).c_str());
   if (engine) std::printf("%s", format_engine(engine_figures).c_str());
-  if (engine_figures.proposed > 0 || (engine && !o.speculative.method.empty()))
+  if (engine_figures.proposed > 0 || (engine && !o.engine.speculative.method.empty()))
     std::printf("%s", format_speculation(engine_figures).c_str());
   if (peer || o.compare_speculation) {
     std::printf("%s", format_summary(comparison.peer_name + what, median_summary(comparison.peer)).c_str());
@@ -463,7 +456,6 @@ void add_bench(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench", "Benchmark throughput and latency: in-process, against a server, or beside llama.cpp");
   auto o = std::make_shared<BenchOptions>();
   add_model_options(cmd, o->model);
-  EngineConfig& e = o->engine;
   WorkloadOptions& w = o->workload;
   cmd->add_option("--dataset", w.dataset,
                   "Workload: random (fixed lengths), mix (chat-like log-normal lengths), or text prompts that stop at "
@@ -476,15 +468,7 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--request-rate", o->request_rate, "Requests per second, Poisson arrivals (default inf: all at once)");
   cmd->add_option("--max-concurrency", o->max_concurrency, "Most requests in flight (0: no limit)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--max-num-seqs", e.max_num_seqs, "Most sequences in one forward pass")->check(CLI::PositiveNumber);
-  cmd->add_option("--max-num-batched-tokens", e.max_num_batched_tokens, "Most tokens in one forward pass")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--max-model-len", e.max_model_len, "Context length (default: the model's, capped by the KV cache)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--kv-cache-memory", o->kv_cache_memory, "KV cache budget, with a unit (default 2GiB)");
-  cmd->add_option("--kv-cache-dtype", o->kv_dtype, kKvCacheDTypeHelp);
-  cmd->add_flag("--no-prefix-caching", o->no_prefix_caching, "Turn prefix caching off");
-  add_speculative_options(cmd, o->speculative);
+  add_engine_options(cmd, o->engine);
   cmd->add_flag("--compare-speculation", o->compare_speculation,
                 "Run each repetition also without speculation (the per-request switch) and report the ratios");
   cmd->add_option("--url", o->server.url,

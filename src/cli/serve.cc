@@ -18,7 +18,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_options.h"
-#include "cli/speculative_options.h"
+#include "cli/engine_options.h"
 #include "core/error.h"
 #include "engine/engine.h"
 #include "kv/capacity_planner.h"
@@ -30,11 +30,8 @@ namespace {
 struct ServeOptions {
   ModelOptions model;
   server::ServerOptions server;
-  EngineConfig engine;
-  SpeculativeOptions speculative;
-  std::string kv_cache_memory = "2GiB";
-  std::string kv_dtype = "f16";
-  bool no_prefix_caching = false;
+  EngineOptions engine_flags;
+  EngineConfig engine;  // engine_flags resolved
   double shutdown_timeout_s = 30;
 };
 
@@ -63,13 +60,7 @@ void serve(ServeOptions o) {
 
   const ModelSessionOptions session_options = o.model.resolved();
   if (o.server.served_model_name.empty()) o.server.served_model_name = model_name_of(session_options.model_path);
-  auto kv_bytes = parse_byte_size(o.kv_cache_memory);
-  if (!kv_bytes || *kv_bytes <= 0)
-    fail("--kv-cache-memory \"{}\" is not a size; write it with a unit: 2GiB, 512MiB", o.kv_cache_memory);
-  o.engine.kv_cache_bytes = static_cast<std::uint64_t>(*kv_bytes);
-  o.engine.kv_dtype = kv_cache_dtype_from_flag(o.kv_dtype);
-  o.engine.speculative = o.speculative.resolved();
-  o.engine.enable_prefix_caching = !o.no_prefix_caching;
+  o.engine = o.engine_flags.resolved();
 
   server::ApiServer api(o.server);
   const int port = api.start();
@@ -130,21 +121,13 @@ void add_serve(CLI::App& app) {
   auto o = std::make_shared<ServeOptions>();
   add_model_options(cmd, o->model);
   server::ServerOptions& s = o->server;
-  EngineConfig& e = o->engine;
+  EngineConfig& e = o->engine_flags.config;
   cmd->add_option("--host", s.host, "Address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)");
   cmd->add_option("--port", s.port, "Port to listen on (0: any free port)")->check(CLI::Range(0, 65535));
   cmd->add_option("--api-key", s.api_key, "Require `Authorization: Bearer KEY` (GET /health and /version stay open)");
   cmd->add_option("--served-model-name", s.served_model_name,
                   "The model's name in the API (default: the file name without .gguf)");
-  cmd->add_option("--max-num-seqs", e.max_num_seqs, "Most sequences in one forward pass")->check(CLI::PositiveNumber);
-  cmd->add_option("--max-num-batched-tokens", e.max_num_batched_tokens, "Most tokens in one forward pass")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--max-model-len", e.max_model_len, "Context length (default: the model's, capped by the KV cache)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--kv-cache-memory", o->kv_cache_memory, "KV cache budget, with a unit (default 2GiB)");
-  cmd->add_option("--kv-cache-dtype", o->kv_dtype, kKvCacheDTypeHelp);
-  cmd->add_flag("--no-prefix-caching", o->no_prefix_caching, "Turn prefix caching off");
-  add_speculative_options(cmd, o->speculative);
+  add_engine_options(cmd, o->engine_flags);
   cmd->add_option("--max-waiting", e.max_waiting, "Requests queued before new ones get 429")->check(CLI::PositiveNumber);
   cmd->add_option("--max-n", s.max_n, "Most completions per prompt (n) a request may ask for")
       ->check(CLI::Range(1, kMaxCompletions));
