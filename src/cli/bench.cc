@@ -293,6 +293,10 @@ void bench(BenchOptions o) {
   } else {
     session = open_model(o.model);
     file = session->loaded.file;
+    // TODO(#9): the figures and workloads of a Hugging Face directory.
+    if (file == nullptr)
+      fail("folio bench measures GGUF models only for now; {} is a Hugging Face directory",
+           session_options.model_path);
   }
   const ModelFigures figures = model_figures(*file, kv_dtype);
   const WorkloadMaker maker(o.workload, *file, session ? session->tokenizer.get() : nullptr,

@@ -14,26 +14,32 @@
 namespace folio {
 namespace {
 
-// Reads every page of the mapped file so that the first forward pass does not
-// pay for disk reads; shows progress for files that take a while.
-void warm_pages(const GgufFile& file, bool show_progress) {
-  std::span<const std::uint8_t> bytes = file.bytes();
-  if (bytes.empty()) return;
-  ::madvise(const_cast<std::uint8_t*>(bytes.data()), bytes.size(), MADV_WILLNEED);
+// Reads every page of the mapped files so that the first forward pass does
+// not pay for disk reads; shows progress for models that take a while.
+void warm_pages(const std::string& path, const std::vector<std::span<const std::uint8_t>>& files,
+                bool show_progress) {
+  std::size_t total = 0;
+  for (const auto& bytes : files) total += bytes.size();
+  if (total == 0) return;
+  for (const auto& bytes : files)
+    if (!bytes.empty()) ::madvise(const_cast<std::uint8_t*>(bytes.data()), bytes.size(), MADV_WILLNEED);
   // A live percentage for a person at a terminal; one line for a log.
-  const bool large = show_progress && bytes.size() > (256u << 20);
+  const bool large = show_progress && total > (256u << 20);
   const bool show = large && ::isatty(STDERR_FILENO) != 0;
   if (large && !show)
-    std::fprintf(stderr, "loading %s (%.0f MiB)\n", file.path().c_str(), static_cast<double>(bytes.size()) / (1 << 20));
+    std::fprintf(stderr, "loading %s (%.0f MiB)\n", path.c_str(), static_cast<double>(total) / (1 << 20));
   volatile std::uint8_t sink = 0;
   constexpr std::size_t kPage = 4096, kStep = 64u << 20;
-  for (std::size_t off = 0; off < bytes.size(); off += kPage) {
-    sink = sink + bytes[off];
-    if (show && off % kStep == 0)
-      std::fprintf(stderr, "\rloading %s: %3.0f%%", file.path().c_str(),
-                   100.0 * static_cast<double>(off) / static_cast<double>(bytes.size()));
+  std::size_t done = 0;
+  for (const auto& bytes : files) {
+    for (std::size_t off = 0; off < bytes.size(); off += kPage, done += kPage) {
+      sink = sink + bytes[off];
+      if (show && done % kStep == 0)
+        std::fprintf(stderr, "\rloading %s: %3.0f%%", path.c_str(),
+                     100.0 * static_cast<double>(done) / static_cast<double>(total));
+    }
   }
-  if (show) std::fprintf(stderr, "\rloading %s: 100%%\n", file.path().c_str());
+  if (show) std::fprintf(stderr, "\rloading %s: 100%%\n", path.c_str());
 }
 
 MatmulPrecision parse_precision(const std::string& p) {
@@ -53,7 +59,9 @@ std::shared_ptr<ModelSession> open_model_session(const ModelSessionOptions& o) {
     s->backend = make_backend(o.backend, o.threads);
   }
   s->loaded = load_model(o.model_path, *s->backend);
-  warm_pages(*s->loaded.file, o.show_progress);
+  warm_pages(o.model_path, s->loaded.mapped_bytes(), o.show_progress);
+  if (s->loaded.file == nullptr)
+    fail("{}: reading the tokenizer of a Hugging Face directory is not implemented yet", o.model_path);
   s->tokenizer = Tokenizer::create(Vocab::from_gguf(*s->loaded.file));
   s->chat_template = std::make_unique<ChatTemplate>(ChatTemplate::from_gguf(*s->loaded.file));
   s->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "model/gguf_file.h"
+#include "model/hf_config.h"
 
 namespace folio {
 
@@ -62,6 +63,68 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
 
   c.sliding_window.assign(static_cast<std::size_t>(c.num_layers), 0);
   return c;
+}
+
+ModelConfig ModelConfig::from_hf(const HfConfig& hf) {
+  ModelConfig c;
+  c.num_layers = hf.need_count("num_hidden_layers");
+  c.hidden_size = hf.need_count("hidden_size");
+  c.intermediate_size = hf.need_count("intermediate_size");
+  c.num_heads = hf.need_count("num_attention_heads");
+  c.num_kv_heads = hf.has("num_key_value_heads") ? hf.need_count("num_key_value_heads") : c.num_heads;
+  if (c.num_heads % c.num_kv_heads != 0)
+    fail("{}: {} attention heads are not a multiple of {} KV heads", hf.source(), c.num_heads, c.num_kv_heads);
+  c.head_dim = hf.has("head_dim") ? hf.need_count("head_dim") : c.hidden_size / c.num_heads;
+  c.value_head_dim = c.head_dim;
+  c.context_length = hf.has("max_position_embeddings") ? hf.need_count("max_position_embeddings") : 2048;
+  c.vocab_size = hf.need_count("vocab_size");
+  c.rms_norm_eps = static_cast<float>(hf.get_float("rms_norm_eps", 1e-6));
+
+  const std::string act = hf.get_string("hidden_act", hf.get_string("hidden_activation", "silu"));
+  if (act == "silu" || act == "swish") {
+    c.activation = Activation::kSilu;
+  } else if (act == "gelu_pytorch_tanh" || act == "gelu_tanh") {
+    c.activation = Activation::kGeluTanh;
+  } else {
+    fail("{}: activation \"{}\" is not supported (silu and gelu_pytorch_tanh are)", hf.source(), act);
+  }
+  if (hf.get_bool("mlp_bias", false)) fail("{}: FFN biases (mlp_bias) are not supported", hf.source());
+  c.attention_bias = hf.get_bool("attention_bias", false);
+  c.tied_embeddings = hf.get_bool("tie_word_embeddings", false);
+
+  // RoPE: transformers 5 writes rope_parameters, earlier ones rope_theta and rope_scaling.
+  c.rope.style = RopeStyle::kNeox;
+  c.rope.base = static_cast<float>(hf.get_float("rope_parameters.rope_theta", hf.get_float("rope_theta", 10000.0)));
+  c.rope.dim = static_cast<int>(static_cast<double>(c.head_dim) * hf.get_float("partial_rotary_factor", 1.0));
+  if (c.rope.dim <= 0 || c.rope.dim > c.head_dim || c.rope.dim % 2 != 0)
+    fail("{}: {} rotated dimensions must be even and at most the head size {}", hf.source(), c.rope.dim, c.head_dim);
+  c.sliding_window.assign(static_cast<std::size_t>(c.num_layers), 0);
+  c.rope_scaling_from_hf(hf, hf.has("rope_parameters") ? "rope_parameters" : "rope_scaling");
+  return c;
+}
+
+void ModelConfig::rope_scaling_from_hf(const HfConfig& hf, const std::string& prefix) {
+  const std::string p = prefix + ".";
+  const std::string type = hf.get_string(p + "rope_type", hf.get_string(p + "type", "default"));
+  rope.scaling = RopeScaling::kNone;
+  rope.factor = static_cast<float>(hf.get_float(p + "factor", 1.0));
+  rope.original_context = hf.get_int(p + "original_max_position_embeddings", context_length);
+  if (type == "default") {
+    rope.factor = 1.0f;
+  } else if (type == "linear") {
+    rope.scaling = RopeScaling::kLinear;
+  } else if (type == "llama3") {
+    rope.scaling = RopeScaling::kLlama3;
+    rope.low_freq_factor = static_cast<float>(hf.get_float(p + "low_freq_factor", 1.0));
+    rope.high_freq_factor = static_cast<float>(hf.get_float(p + "high_freq_factor", 4.0));
+    if (!(rope.high_freq_factor > rope.low_freq_factor))
+      fail("{}: llama3 rope scaling needs high_freq_factor > low_freq_factor", hf.source());
+  } else if (type == "yarn") {
+    rope.scaling = RopeScaling::kYarn;
+  } else {
+    fail("{}: rope scaling \"{}\" is not supported (default, linear, llama3, yarn are)", hf.source(), type);
+  }
+  if (!(rope.factor > 0)) fail("{}: rope scaling factor {} must be positive", hf.source(), rope.factor);
 }
 
 }  // namespace folio

@@ -9,10 +9,12 @@
 namespace folio {
 
 class GgufFile;
+class HfConfig;
 
 // How RoPE pairs the dimensions of a head: kNormal rotates (2i, 2i+1) (GGUF
 // llama files, whose Q/K rows the converter permuted), kNeox rotates
-// (i, i + rot_dim/2) (Qwen2, Gemma, HF's rotate_half).
+// (i, i + rot_dim/2) (Qwen2, Gemma, and every Hugging Face checkpoint, whose
+// rotate_half works on the rows as trained).
 enum class RopeStyle { kNormal, kNeox };
 
 enum class RopeScaling { kNone, kLinear, kYarn, kLlama3 };
@@ -48,6 +50,7 @@ struct ModelConfig {
   Activation activation = Activation::kSilu;
   bool tied_embeddings = false;         // output projection shares token_embd
   bool attention_bias = false;          // Q/K/V carry biases (qwen2)
+  float attention_scale = 0.0f;         // scale of Q.K; 0: 1/sqrt(head_dim)
 
   // Per layer: 0 for global attention, else the sliding window in tokens.
   std::vector<std::int64_t> sliding_window;
@@ -60,6 +63,13 @@ struct ModelConfig {
   // Reads the `<arch>.*` keys common to decoder models; an architecture's
   // registry entry adjusts what is particular to it.
   static ModelConfig from_gguf(const GgufFile& file);
+  // Reads the keys of a Hugging Face config.json common to decoder models
+  // (architecture and name are left to the caller); an architecture's
+  // registry entry adjusts what is particular to it.
+  static ModelConfig from_hf(const HfConfig& config);
+  // Sets rope.scaling and its parameters from the object at `prefix` of a
+  // config.json (rope_scaling, rope_parameters or one layer type's).
+  void rope_scaling_from_hf(const HfConfig& config, const std::string& prefix);
 };
 
 }  // namespace folio

@@ -17,14 +17,27 @@ Weights Weights::from_gguf(std::shared_ptr<const GgufFile> file) {
     for (int d = 0; d < info.num_dims; ++d) t.shape[d] = info.shape[info.num_dims - 1 - d];
     w.tensors_.emplace(info.name, t);
   }
-  w.file_ = std::move(file);
+  w.source_ = file->path();
+  w.owner_ = std::move(file);
   return w;
+}
+
+Weights::Weights(std::string source, std::shared_ptr<const void> owner)
+    : source_(std::move(source)), owner_(std::move(owner)) {}
+
+void Weights::add(const std::string& name, const Tensor& tensor) {
+  if (!tensors_.emplace(name, tensor).second) fail("{}: tensor {} appears twice", source_, name);
+}
+
+void Weights::add_owned(const std::string& name, const Tensor& tensor, Buffer storage) {
+  add(name, tensor);
+  owned_.push_back(std::move(storage));
 }
 
 void Weights::prepare(Backend& backend) {
   for (auto& [name, t] : tensors_) {
     Buffer b = backend.prepare_weight(t);
-    if (b.data() != nullptr) prepared_.push_back(std::move(b));
+    if (b.data() != nullptr) owned_.push_back(std::move(b));
   }
 }
 
@@ -40,15 +53,15 @@ const Tensor* Weights::get_optional(std::string_view name, std::initializer_list
   bool same = expected.ndim == t->ndim;
   for (int d = 0; same && d < t->ndim; ++d) same = expected.shape[d] == t->shape[d];
   if (!same)
-    fail("{}: tensor {} has shape {}, expected {}", file_->path(), name, t->shape_string(), expected.shape_string());
+    fail("{}: tensor {} has shape {}, expected {}", source_, name, t->shape_string(), expected.shape_string());
   if (!info(t->dtype).dequantizable)
-    fail("{}: tensor {} has type {}, which folio cannot compute with yet", file_->path(), name, folio::name(t->dtype));
+    fail("{}: tensor {} has type {}, which folio cannot compute with yet", source_, name, folio::name(t->dtype));
   return t;
 }
 
 const Tensor& Weights::get(std::string_view name, std::initializer_list<std::int64_t> shape) const {
   const Tensor* t = get_optional(name, shape);
-  if (t == nullptr) fail("{}: tensor {} is missing", file_->path(), name);
+  if (t == nullptr) fail("{}: tensor {} is missing", source_, name);
   return *t;
 }
 

@@ -1,5 +1,6 @@
 // Weights: a model's tensors by their GGUF names, as Tensor views on the
-// backend's device (zero-copy views of the mapped file on the CPU).
+// backend's device (zero-copy views of the mapped files on the CPU), whatever
+// the format they were read from.
 #pragma once
 
 #include <initializer_list>
@@ -21,6 +22,15 @@ class Weights {
   // Views every tensor of a GGUF file; the file stays mapped while any
   // Weights built from it lives.
   static Weights from_gguf(std::shared_ptr<const GgufFile> file);
+  Weights() = default;
+  // An empty set that `add` fills; `source` names the model in errors and
+  // `owner` keeps the storage of the added views alive.
+  Weights(std::string source, std::shared_ptr<const void> owner);
+
+  // Adds a view (throws Error when the name is taken); add_owned also keeps
+  // the buffer that `tensor` points into.
+  void add(const std::string& name, const Tensor& tensor);
+  void add_owned(const std::string& name, const Tensor& tensor, Buffer storage);
 
   // Lets the backend rewrite each tensor into its own layout
   // (Backend::prepare_weight); once, before the model is built on them.
@@ -35,12 +45,15 @@ class Weights {
 
   std::size_t num_tensors() const { return tensors_.size(); }
   std::uint64_t total_bytes() const;
-  const GgufFile& file() const { return *file_; }
+  const std::string& source() const { return source_; }
+  // Every tensor, by name (the order is unspecified).
+  const std::unordered_map<std::string, Tensor>& tensors() const { return tensors_; }
 
  private:
-  std::shared_ptr<const GgufFile> file_;
+  std::string source_;
+  std::shared_ptr<const void> owner_;
   std::unordered_map<std::string, Tensor> tensors_;
-  std::vector<Buffer> prepared_;  // storage of the tensors the backend rewrote
+  std::vector<Buffer> owned_;  // storage of converted tensors and of those the backend rewrote
 };
 
 }  // namespace folio

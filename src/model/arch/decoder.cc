@@ -7,6 +7,22 @@
 #include "core/error.h"
 
 namespace folio {
+namespace {
+
+// Llama 3's rescaling of a rotary frequency (HF rope_type "llama3"; GGUF files
+// carry the resulting factors as rope_freqs.weight): long wavelengths are
+// slowed by the factor, short ones kept, those between blended smoothly.
+double llama3_frequency(const RopeConfig& rope, double f) {
+  const double original = static_cast<double>(rope.original_context);
+  const double wavelength = 2.0 * M_PI / f;
+  if (wavelength < original / rope.high_freq_factor) return f;
+  if (wavelength > original / rope.low_freq_factor) return f / rope.factor;
+  const double smooth =
+      (original / wavelength - rope.low_freq_factor) / (rope.high_freq_factor - rope.low_freq_factor);
+  return (1.0 - smooth) * f / rope.factor + smooth * f;
+}
+
+}  // namespace
 
 RopeTable make_rope_table(const ModelConfig& c, const Tensor* freq_factors) {
   RopeTable t;
@@ -16,6 +32,7 @@ RopeTable make_rope_table(const ModelConfig& c, const Tensor* freq_factors) {
   for (int i = 0; i < t.dim / 2; ++i) {
     double f = 1.0 / std::pow(static_cast<double>(c.rope.base), 2.0 * i / t.dim);
     if (c.rope.scaling == RopeScaling::kLinear) f /= c.rope.factor;
+    if (c.rope.scaling == RopeScaling::kLlama3 && freq_factors == nullptr) f = llama3_frequency(c.rope, f);
     if (freq_factors != nullptr) f /= freq_factors->as<const float>()[i];
     t.inv_freq[i] = static_cast<float>(f);
   }
@@ -60,7 +77,8 @@ DecoderModel::DecoderModel(ModelConfig config, DecoderFeatures features, const W
     layer.w_up = &w.get(n("ffn_up.weight"), {F, H});
     layer.w_down = &w.get(n("ffn_down.weight"), {H, F});
     layer.attention.scale = features_.attention_scale > 0 ? features_.attention_scale
-                                                          : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+                            : c.attention_scale > 0   ? c.attention_scale
+                                                      : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
     layer.attention.softcap = features_.attn_softcap;
     layer.attention.sliding_window = c.sliding_window.empty() ? 0 : c.sliding_window[l];
     layers_.push_back(layer);

@@ -1,8 +1,11 @@
 // The llama family (Llama 2 and 3, SmolLM2, Mistral): the plain decoder with
 // SiLU-gated FFN. GGUF llama files store Q/K rows permuted for the normal
-// (adjacent-pair) RoPE ordering.
+// (adjacent-pair) RoPE ordering; Hugging Face checkpoints keep the rows as
+// trained and rotate halves (NeoX), so the style follows the format.
+#include "core/error.h"
 #include "model/arch/decoder.h"
 #include "model/arch/registry.h"
+#include "model/hf_config.h"
 
 namespace folio {
 
@@ -11,6 +14,11 @@ const ArchEntry kLlamaArch{
     [](ModelConfig& c, const GgufFile&) { c.rope.style = RopeStyle::kNormal; },
     [](const ModelConfig& c, const Weights& w, Backend& be) -> std::unique_ptr<Model> {
       return std::make_unique<DecoderModel>(c, DecoderFeatures{}, w, be);
+    },
+    "LlamaForCausalLM",
+    [](ModelConfig& c, const HfConfig& hf) {
+      if (c.activation != Activation::kSilu) fail("{}: a llama model needs hidden_act silu", hf.source());
+      c.rope.style = RopeStyle::kNeox;
     },
 };
 

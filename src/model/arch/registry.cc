@@ -5,7 +5,7 @@
 namespace folio {
 
 namespace {
-const std::array<const ArchEntry*, 3> kArchs = {&kLlamaArch, &kQwen2Arch, &kGemma3Arch};
+const std::array<const ArchEntry*, 4> kArchs = {&kLlamaArch, &kQwen2Arch, &kQwen3Arch, &kGemma3Arch};
 }
 
 const ArchEntry* find_arch(std::string_view name) {
@@ -17,6 +17,19 @@ const ArchEntry* find_arch(std::string_view name) {
 std::vector<std::string_view> arch_names() {
   std::vector<std::string_view> names;
   for (const ArchEntry* a : kArchs) names.push_back(a->name);
+  return names;
+}
+
+const ArchEntry* find_hf_arch(std::string_view model_class) {
+  for (const ArchEntry* a : kArchs)
+    if (!a->hf_class.empty() && a->hf_class == model_class) return a;
+  return nullptr;
+}
+
+std::vector<std::string_view> hf_arch_names() {
+  std::vector<std::string_view> names;
+  for (const ArchEntry* a : kArchs)
+    if (!a->hf_class.empty()) names.push_back(a->hf_class);
   return names;
 }
 

@@ -1,6 +1,7 @@
-// The architecture registry: the name in general.architecture -> how to
-// finish the config and build the model. A new architecture is a new file in
-// model/arch/ plus one line in registry.cc.
+// The architecture registry: the name in general.architecture (GGUF) or the
+// model class in config.json (Hugging Face) -> how to finish the config and
+// build the model. A new architecture is a new file in model/arch/ plus one
+// line in registry.cc.
 #pragma once
 
 #include <memory>
@@ -13,19 +14,33 @@
 
 namespace folio {
 
+class HfConfig;
+
 struct ArchEntry {
   std::string_view name;
   // Adds what is particular to the architecture to a config read generically.
   void (*configure)(ModelConfig& config, const GgufFile& file);
   std::unique_ptr<Model> (*create)(const ModelConfig& config, const Weights& weights, Backend& backend);
+  // Hugging Face: the model class of config.json's "architectures" (empty:
+  // not read from HF checkpoints), and what is particular to the architecture
+  // in config.json, on top of ModelConfig::from_hf.
+  std::string_view hf_class = {};
+  void (*configure_hf)(ModelConfig& config, const HfConfig& hf) = nullptr;
+  // HF stores the norm weights as w of (1 + w), and post_attention_layernorm
+  // is the norm after attention, not the one before the FFN (Gemma).
+  bool hf_gemma_norms = false;
 };
 
 // One entry per architecture file.
 extern const ArchEntry kLlamaArch;
 extern const ArchEntry kQwen2Arch;
+extern const ArchEntry kQwen3Arch;
 extern const ArchEntry kGemma3Arch;
 
 const ArchEntry* find_arch(std::string_view name);
+// The entry whose hf_class is `model_class`, or nullptr.
+const ArchEntry* find_hf_arch(std::string_view model_class);
+std::vector<std::string_view> hf_arch_names();
 std::vector<std::string_view> arch_names();
 
 }  // namespace folio

@@ -1,0 +1,194 @@
+#include "model/hf_checkpoint.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "backend/buffer.h"
+#include "core/error.h"
+#include "model/arch/registry.h"
+#include "model/weights.h"
+#include "tensor/quantize.h"
+
+namespace folio {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::string_view kSingleFile = "model.safetensors";
+constexpr std::string_view kIndexFile = "model.safetensors.index.json";
+
+nlohmann::json read_json(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("cannot read {}", path.string());
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json json = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded() || !json.is_object()) fail("{} is not a well-formed JSON object", path.string());
+  return json;
+}
+
+// A shard named by the index must be a plain file name in the directory.
+void check_shard_name(const std::string& name, const fs::path& index) {
+  if (name.empty() || name.find('/') != std::string::npos || name.find('\\') != std::string::npos || name == "." ||
+      name == "..")
+    fail("{}: shard \"{}\" is not a file name in the model's directory", index.string(), name);
+}
+
+// Per-layer HF names (after "model.layers.N.") -> GGUF names (after "blk.N.").
+struct LayerName {
+  std::string_view hf;
+  std::string_view gguf;
+};
+constexpr LayerName kLayerNames[] = {
+    {"input_layernorm.weight", "attn_norm.weight"},
+    {"self_attn.q_proj.weight", "attn_q.weight"},
+    {"self_attn.k_proj.weight", "attn_k.weight"},
+    {"self_attn.v_proj.weight", "attn_v.weight"},
+    {"self_attn.o_proj.weight", "attn_output.weight"},
+    {"self_attn.q_proj.bias", "attn_q.bias"},
+    {"self_attn.k_proj.bias", "attn_k.bias"},
+    {"self_attn.v_proj.bias", "attn_v.bias"},
+    {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+    {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+    {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
+    {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
+    {"mlp.gate_proj.weight", "ffn_gate.weight"},
+    {"mlp.up_proj.weight", "ffn_up.weight"},
+    {"mlp.down_proj.weight", "ffn_down.weight"},
+};
+
+bool is_norm(std::string_view gguf_name) { return gguf_name.find("norm") != std::string_view::npos; }
+
+}  // namespace
+
+std::string gguf_tensor_name(std::string_view hf, bool gemma_norms) {
+  if (hf == "model.embed_tokens.weight") return "token_embd.weight";
+  if (hf == "model.norm.weight") return "output_norm.weight";
+  if (hf == "lm_head.weight") return "output.weight";
+  constexpr std::string_view kLayers = "model.layers.";
+  if (!hf.starts_with(kLayers)) return "";
+  hf.remove_prefix(kLayers.size());
+  const std::size_t dot = hf.find('.');
+  if (dot == std::string_view::npos || dot == 0 || dot > 9) return "";
+  unsigned layer = 0;
+  auto [end, ec] = std::from_chars(hf.data(), hf.data() + dot, layer);
+  if (ec != std::errc() || end != hf.data() + dot) return "";
+  const std::string_view rest = hf.substr(dot + 1);
+  if (rest == "post_attention_layernorm.weight")
+    return fmt::format("blk.{}.{}", layer, gemma_norms ? "post_attention_norm.weight" : "ffn_norm.weight");
+  for (const LayerName& n : kLayerNames)
+    if (rest == n.hf) return fmt::format("blk.{}.{}", layer, n.gguf);
+  return "";
+}
+
+bool is_model_directory(const std::string& path) {
+  std::error_code ec;
+  return fs::is_directory(path, ec);
+}
+
+std::shared_ptr<const HfCheckpoint> HfCheckpoint::open(const std::string& dir) {
+  const fs::path root(dir);
+  std::shared_ptr<HfCheckpoint> c(new HfCheckpoint(dir, HfConfig::open((root / "config.json").string())));
+
+  // The shards, each with the tensors the index says it holds (one file: all).
+  std::map<std::string, std::vector<std::string>> listed;  // shard -> tensor names
+  const fs::path index = root / kIndexFile;
+  const bool has_index = fs::exists(index);
+  if (has_index) {
+    const nlohmann::json json = read_json(index);
+    auto map = json.find("weight_map");
+    if (map == json.end() || !map->is_object() || map->empty())
+      fail("{} has no weight_map object naming each tensor's shard", index.string());
+    for (const auto& [tensor, shard] : map->items()) {
+      if (!shard.is_string()) fail("{}: the shard of {} is not a file name", index.string(), tensor);
+      const std::string name = shard.get<std::string>();
+      check_shard_name(name, index);
+      listed[name].push_back(tensor);
+    }
+  } else if (fs::exists(root / kSingleFile)) {
+    listed[std::string(kSingleFile)];
+  } else {
+    bool pickles = false;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(root, ec)) pickles |= e.path().extension() == ".bin";
+    fail("{} holds neither {} nor {}{}", dir, kSingleFile, kIndexFile,
+         pickles ? "; folio reads safetensors only: save the model with safe_serialization=True" : "");
+  }
+
+  for (const auto& [shard_name, names] : listed) {
+    auto shard = std::make_shared<const SafetensorsFile>(SafetensorsFile::open((root / shard_name).string()));
+    for (const SafetensorsTensor& t : shard->tensors()) {
+      if (!c->tensors_.emplace(t.name, &t).second) fail("{}: tensor {} is in two shards", dir, t.name);
+    }
+    if (has_index) {
+      for (const std::string& name : names)
+        if (shard->find_tensor(name) == nullptr)
+          fail("{} lists tensor {} in {}, which does not hold it", index.string(), name, shard_name);
+      if (shard->tensors().size() != names.size())
+        fail("{} holds {} tensors but {} lists {} for it", shard->path(), shard->tensors().size(), index.string(),
+             names.size());
+    }
+    c->shards_.push_back(std::move(shard));
+  }
+  return c;
+}
+
+const SafetensorsTensor* HfCheckpoint::find_tensor(std::string_view name) const {
+  auto it = tensors_.find(std::string(name));
+  return it == tensors_.end() ? nullptr : it->second;
+}
+
+std::vector<const SafetensorsTensor*> HfCheckpoint::tensors() const {
+  std::vector<const SafetensorsTensor*> out;
+  for (const auto& shard : shards_)
+    for (const SafetensorsTensor& t : shard->tensors()) out.push_back(&t);
+  return out;
+}
+
+std::uint64_t HfCheckpoint::total_bytes() const {
+  std::uint64_t n = 0;
+  for (const auto& shard : shards_)
+    for (const SafetensorsTensor& t : shard->tensors()) n += t.size_bytes;
+  return n;
+}
+
+Weights hf_weights(std::shared_ptr<const HfCheckpoint> checkpoint, const ArchEntry& arch) {
+  const HfCheckpoint& c = *checkpoint;
+  Weights w(c.dir(), checkpoint);
+  const bool tied = c.config().get_bool("tie_word_embeddings", false);
+  for (const SafetensorsTensor* t : c.tensors()) {
+    const std::string name = gguf_tensor_name(t->name, arch.hf_gemma_norms);
+    if (name.empty()) {
+      if (t->name.ends_with("rotary_emb.inv_freq")) continue;  // recomputed from the config
+      fail("{}: tensor {} has no place in folio's {} architecture; the checkpoint may be of another model class",
+           c.dir(), t->name, arch.name);
+    }
+    if (name == "output.weight" && tied) continue;  // HF reads the embeddings, as folio does without it
+    Tensor view;
+    view.data = const_cast<std::uint8_t*>(t->data);  // read-only mapping: ops never write weights
+    view.dtype = t->dtype;
+    view.ndim = t->num_dims;
+    for (int d = 0; d < t->num_dims; ++d) view.shape[d] = t->shape[d];
+    const bool offset_norm = arch.hf_gemma_norms && is_norm(name);
+    if (view.ndim != 1 || (view.dtype == DType::F32 && !offset_norm)) {
+      w.add(name, view);
+      continue;
+    }
+    // Norms and biases: the ops read them as f32.
+    const std::int64_t n = view.shape[0];
+    Buffer storage(static_cast<std::size_t>(n) * sizeof(float));
+    Tensor copy = storage.view(DType::F32, {n});
+    dequantize_row(view.dtype, view.data, copy.as<float>(), n);
+    if (offset_norm)
+      for (std::int64_t i = 0; i < n; ++i) copy.as<float>()[i] += 1.0f;
+    w.add_owned(name, copy, std::move(storage));
+  }
+  return w;
+}
+
+}  // namespace folio

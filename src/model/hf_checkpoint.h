@@ -1,0 +1,60 @@
+// HfCheckpoint: a Hugging Face model directory - config.json and the weights
+// in model.safetensors or in the shards model.safetensors.index.json lists -
+// with every shard validated and memory-mapped. Tensors keep their HF names
+// here; hf_weights() maps them onto the GGUF names folio's architectures use.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "model/hf_config.h"
+#include "model/safetensors_file.h"
+
+namespace folio {
+
+class Weights;
+struct ArchEntry;
+
+class HfCheckpoint {
+ public:
+  // Opens `dir`; throws Error naming the file at fault.
+  static std::shared_ptr<const HfCheckpoint> open(const std::string& dir);
+
+  const std::string& dir() const { return dir_; }
+  const HfConfig& config() const { return config_; }
+  const std::vector<std::shared_ptr<const SafetensorsFile>>& shards() const { return shards_; }
+  // A tensor by its HF name, in whichever shard holds it.
+  const SafetensorsTensor* find_tensor(std::string_view name) const;
+  // Every tensor with the shard it lies in, shards in order.
+  std::vector<const SafetensorsTensor*> tensors() const;
+  std::uint64_t total_bytes() const;
+
+ private:
+  HfCheckpoint(std::string dir, HfConfig config) : dir_(std::move(dir)), config_(std::move(config)) {}
+
+  std::string dir_;
+  HfConfig config_;
+  std::vector<std::shared_ptr<const SafetensorsFile>> shards_;
+  std::unordered_map<std::string, const SafetensorsTensor*> tensors_;
+};
+
+// Whether `path` is a directory (a Hugging Face checkpoint, not a GGUF file).
+bool is_model_directory(const std::string& path);
+
+// The GGUF name of an HF decoder tensor ("model.layers.3.self_attn.q_proj.weight"
+// -> "blk.3.attn_q.weight"), or "" for a name folio has no use for.
+// gemma_norms: post_attention_layernorm is the norm after attention (Gemma),
+// not the one before the FFN (llama).
+std::string gguf_tensor_name(std::string_view hf_name, bool gemma_norms);
+
+// The checkpoint's tensors under their GGUF names, as folio's architectures
+// read them: views of the mapped shards, except that 1-D tensors (norms,
+// biases) become f32 copies, Gemma's norms (1 + w), and lm_head is left out
+// when the config ties it to the embeddings.
+Weights hf_weights(std::shared_ptr<const HfCheckpoint> checkpoint, const ArchEntry& arch);
+
+}  // namespace folio
