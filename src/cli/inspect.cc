@@ -1,6 +1,7 @@
-// `folio inspect MODEL`: what a model file holds, checked and summarised:
-// architecture and hyper-parameters, tokenizer, chat template, tensors,
-// parameter count, weight bytes and KV bytes per token.
+// `folio inspect MODEL`: what a model (a GGUF file or a Hugging Face
+// directory) holds, checked and summarised: architecture and
+// hyper-parameters, tokenizer, chat template, tensors, parameter count,
+// weight bytes and KV bytes per token.
 #include <fmt/format.h>
 
 #include <map>
@@ -8,7 +9,9 @@
 #include "cli/commands.h"
 #include "model/arch/registry.h"
 #include "model/gguf_file.h"
+#include "model/hf_checkpoint.h"
 #include "model/model_config.h"
+#include "tokenizer/chat_template.h"
 #include "tokenizer/vocab.h"
 
 namespace folio::cli {
@@ -30,12 +33,9 @@ std::string with_commas(std::uint64_t n) {
   return s;
 }
 
-void print_config(const GgufFile& f) {
-  ModelConfig c = ModelConfig::from_gguf(f);
-  const ArchEntry* arch = find_arch(c.architecture);
-  if (arch != nullptr) arch->configure(c, f);
+void print_config(const ModelConfig& c, bool supported) {
   fmt::print("model: {}\n", c.name);
-  fmt::print("  architecture        {}{}\n", c.architecture, arch ? "" : " (not supported by this build)");
+  fmt::print("  architecture        {}{}\n", c.architecture, supported ? "" : " (not supported by this build)");
   fmt::print("  layers              {}\n", c.num_layers);
   fmt::print("  hidden size         {}\n", c.hidden_size);
   fmt::print("  FFN size            {}\n", c.intermediate_size);
@@ -60,16 +60,26 @@ void print_config(const GgufFile& f) {
              with_commas(static_cast<std::uint64_t>(c.kv_bytes_per_token(4))));
 }
 
+void print_config(const GgufFile& f) {
+  ModelConfig c = ModelConfig::from_gguf(f);
+  const ArchEntry* arch = find_arch(c.architecture);
+  if (arch != nullptr) arch->configure(c, f);
+  print_config(c, arch != nullptr);
+}
+
+void print_vocab(const Vocab& v) {
+  fmt::print("tokenizer: {} ({}), pre-tokenizer {}, {} tokens\n",
+             v.kind == VocabKind::kBytePairGpt2 ? "byte-level BPE" : "SentencePiece BPE", v.model, v.pre, v.size());
+  auto token = [&](TokenId id) { return id >= 0 ? fmt::format("{} {:?}", id, v.tokens[id]) : std::string("none"); };
+  fmt::print("  BOS {}, EOS {}, add BOS {}, add EOS {}\n", token(v.bos_id), token(v.eos_id), v.add_bos, v.add_eos);
+}
+
 void print_tokenizer(const GgufFile& f) {
   if (f.find("tokenizer.ggml.model") == nullptr) {
     fmt::print("tokenizer: none\n");
     return;
   }
-  Vocab v = Vocab::from_gguf(f);
-  fmt::print("tokenizer: {} ({}), pre-tokenizer {}, {} tokens\n",
-             v.kind == VocabKind::kBytePairGpt2 ? "byte-level BPE" : "SentencePiece BPE", v.model, v.pre, v.size());
-  auto token = [&](TokenId id) { return id >= 0 ? fmt::format("{} {:?}", id, v.tokens[id]) : std::string("none"); };
-  fmt::print("  BOS {}, EOS {}, add BOS {}, add EOS {}\n", token(v.bos_id), token(v.eos_id), v.add_bos, v.add_eos);
+  print_vocab(Vocab::from_gguf(f));
   const GgufValue* tmpl = f.find("tokenizer.chat_template");
   fmt::print("  chat template       {}\n",
              tmpl ? fmt::format("present ({} bytes)", tmpl->as_string("tokenizer.chat_template").size())
@@ -100,6 +110,48 @@ void print_tensors(const GgufFile& f, bool list) {
   }
 }
 
+void print_hf(const std::string& dir, bool list) {
+  const auto c = HfCheckpoint::open(dir);
+  fmt::print("directory: {} (Hugging Face, {} safetensors file{}, {})\n", dir, c->shards().size(),
+             c->shards().size() == 1 ? "" : "s", human_bytes(static_cast<double>(c->total_bytes())));
+  const std::string model_class = c->config().architecture();
+  const ArchEntry* arch = find_hf_arch(model_class);
+  ModelConfig config = ModelConfig::from_hf(c->config());
+  config.architecture = arch ? std::string(arch->name) : model_class;
+  config.name = model_class;
+  if (arch != nullptr) arch->configure_hf(config, c->config());
+  print_config(config, arch != nullptr);
+  Vocab v = Vocab::from_hf(dir, config.vocab_size);
+  print_vocab(v);
+  const ChatTemplate chat = ChatTemplate::from_hf(dir);
+  fmt::print("  chat template       {}\n", chat.source() == ChatTemplate::kChatMlSource
+                                                 ? std::string("absent (ChatML is used)")
+                                                 : fmt::format("present ({} bytes)", chat.source().size()));
+  std::uint64_t params = 0, bytes = 0;
+  std::map<std::string, std::pair<int, std::uint64_t>> by_type;
+  const auto tensors = c->tensors();
+  for (const SafetensorsTensor* t : tensors) {
+    params += static_cast<std::uint64_t>(t->num_elements);
+    bytes += t->size_bytes;
+    auto& e = by_type[std::string(name(t->dtype))];
+    ++e.first;
+    e.second += t->size_bytes;
+  }
+  fmt::print("weights: {} tensors, {} parameters, {}\n", tensors.size(), with_commas(params),
+             human_bytes(static_cast<double>(bytes)));
+  for (const auto& [type, e] : by_type)
+    fmt::print("  {:<6} {:>4} tensors  {:>12}\n", type, e.first, human_bytes(static_cast<double>(e.second)));
+  if (!list) return;
+  fmt::print("tensors:\n");
+  for (const SafetensorsTensor* t : tensors) {
+    std::string shape;
+    for (int d = 0; d < t->num_dims; ++d) shape += fmt::format("{}{}", shape.empty() ? "" : " x ", t->shape[d]);
+    const std::string gguf = gguf_tensor_name(t->name, arch != nullptr && arch->hf_gemma_norms);
+    fmt::print("  {:<48} {:<24} {:<6} {:<14} {:>12}\n", t->name, gguf.empty() ? "-" : gguf, name(t->dtype), shape,
+               with_commas(t->size_bytes));
+  }
+}
+
 }  // namespace
 
 void add_inspect(CLI::App& app) {
@@ -107,11 +159,12 @@ void add_inspect(CLI::App& app) {
   auto model = std::make_shared<std::string>();
   auto show_all = std::make_shared<bool>(false);
   auto no_tensors = std::make_shared<bool>(false);
-  cmd->add_option("model,-m,--model", *model, "GGUF file (default: the default model)");
+  cmd->add_option("model,-m,--model", *model, "GGUF file or Hugging Face directory (default: the default model)");
   cmd->add_flag("--metadata", *show_all, "Also print every metadata key");
   cmd->add_flag("--no-tensors", *no_tensors, "Leave out the tensor table");
   cmd->callback([model, show_all, no_tensors] {
     const std::string path = model->empty() ? default_model_path() : *model;
+    if (is_model_directory(path)) return print_hf(path, !*no_tensors);
     GgufFile f = GgufFile::open(path);
     fmt::print("file: {} (GGUF v{}, {})\n", path, f.version(), human_bytes(static_cast<double>(f.file_size())));
     print_config(f);

@@ -11,7 +11,7 @@ ModelSessionOptions ModelOptions::resolved() const {
 }
 
 void add_model_options(CLI::App* cmd, ModelOptions& o) {
-  cmd->add_option("-m,--model", o.model, "GGUF model file (default: the default model in the models cache)");
+  cmd->add_option("-m,--model", o.model, "GGUF model file or Hugging Face directory (default: the default model in the models cache)");
   cmd->add_option("-t,--threads", o.session.threads, "CPU threads (default: one per hardware thread)");
   cmd->add_option("--backend", o.session.backend, "Backend: cpu or reference")
       ->check(CLI::IsMember({"cpu", "reference"}));

@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "model/gguf_file.h"
+#include "model/hf_checkpoint.h"
 #include "tokenizer/tokenizer.h"
 
 namespace folio::cli {
@@ -94,8 +95,8 @@ void run_tokenize(const TokenizeOptions& o) {
 
   const std::string path = o.model.empty() ? default_model_path() : o.model;
   const auto start = std::chrono::steady_clock::now();
-  GgufFile file = GgufFile::open(path);
-  auto tokenizer = Tokenizer::create(Vocab::from_gguf(file));
+  auto tokenizer = Tokenizer::create(is_model_directory(path) ? Vocab::from_hf(path)
+                                                             : Vocab::from_gguf(GgufFile::open(path)));
   const auto loaded = std::chrono::steady_clock::now();
 
   // As llama-tokenize: BOS (and EOS) only where the vocab adds BOS.

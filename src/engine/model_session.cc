@@ -60,10 +60,13 @@ std::shared_ptr<ModelSession> open_model_session(const ModelSessionOptions& o) {
   }
   s->loaded = load_model(o.model_path, *s->backend);
   warm_pages(o.model_path, s->loaded.mapped_bytes(), o.show_progress);
-  if (s->loaded.file == nullptr)
-    fail("{}: reading the tokenizer of a Hugging Face directory is not implemented yet", o.model_path);
-  s->tokenizer = Tokenizer::create(Vocab::from_gguf(*s->loaded.file));
-  s->chat_template = std::make_unique<ChatTemplate>(ChatTemplate::from_gguf(*s->loaded.file));
+  if (s->loaded.file) {
+    s->tokenizer = Tokenizer::create(Vocab::from_gguf(*s->loaded.file));
+    s->chat_template = std::make_unique<ChatTemplate>(ChatTemplate::from_gguf(*s->loaded.file));
+  } else {
+    s->tokenizer = Tokenizer::create(Vocab::from_hf(s->loaded.hf->dir(), s->loaded.config.vocab_size));
+    s->chat_template = std::make_unique<ChatTemplate>(ChatTemplate::from_hf(s->loaded.hf->dir()));
+  }
   s->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return s;
 }

@@ -2,6 +2,11 @@
 #include "tokenizer/chat_template.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
 
 #include "model/gguf_file.h"
 #include "tokenizer/jinja_json.h"
@@ -20,6 +25,34 @@ ChatTemplate::ChatTemplate(std::string source)
 ChatTemplate ChatTemplate::from_gguf(const GgufFile& gguf) {
   std::string source = gguf.get_string("tokenizer.chat_template", "");
   return source.empty() ? chatml() : ChatTemplate(std::move(source));
+}
+
+ChatTemplate ChatTemplate::from_hf(const std::string& dir) {
+  const std::filesystem::path root(dir);
+  auto read = [](const std::filesystem::path& path) -> std::optional<std::string> {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return std::nullopt;
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  };
+  if (auto jinja = read(root / "chat_template.jinja")) return ChatTemplate(std::move(*jinja));
+  const auto config_text = read(root / "tokenizer_config.json");
+  if (!config_text) return chatml();
+  const auto config = nlohmann::json::parse(*config_text, nullptr, /*allow_exceptions=*/false);
+  const std::string source = (root / "tokenizer_config.json").string();
+  if (config.is_discarded() || !config.is_object()) fail("{} is not a well-formed JSON object", source);
+  auto it = config.find("chat_template");
+  if (it == config.end() || it->is_null()) return chatml();
+  if (it->is_string()) return ChatTemplate(it->get<std::string>());
+  if (it->is_array()) {
+    for (const auto& entry : *it)
+      if (entry.is_object() && entry.value("name", "") == "default" && entry.contains("template") &&
+          entry["template"].is_string())
+        return ChatTemplate(entry["template"].get<std::string>());
+    fail("{}: chat_template lists no template named \"default\"", source);
+  }
+  fail("{}: chat_template is neither a string nor a list of named templates", source);
 }
 
 std::string ChatTemplate::render(const nlohmann::ordered_json& messages, const ChatRenderOptions& options) const {

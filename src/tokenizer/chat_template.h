@@ -44,6 +44,10 @@ class ChatTemplate {
   static ChatTemplate chatml() { return ChatTemplate(kChatMlSource); }
   // The GGUF's tokenizer.chat_template, or ChatML when it has none.
   static ChatTemplate from_gguf(const GgufFile& gguf);
+  // A Hugging Face directory's chat_template.jinja, else the chat_template of
+  // its tokenizer_config.json (a string, or the one named "default" of a
+  // list), else ChatML.
+  static ChatTemplate from_hf(const std::string& dir);
 
   const std::string& source() const { return source_; }
 

@@ -146,8 +146,10 @@ std::vector<std::string> PreTokenizer::regexes(PreTokenizerKind kind) {
   return {};
 }
 
-PreTokenizer::PreTokenizer(PreTokenizerKind kind) {
-  for (const std::string& pattern : regexes(kind)) {
+PreTokenizer::PreTokenizer(PreTokenizerKind kind) : PreTokenizer(regexes(kind)) {}
+
+PreTokenizer::PreTokenizer(const std::vector<std::string>& patterns) {
+  for (const std::string& pattern : patterns) {
     auto regex = std::make_unique<Regex>();
     int error = 0;
     PCRE2_SIZE offset = 0;

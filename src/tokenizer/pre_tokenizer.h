@@ -43,6 +43,8 @@ class PreTokenizer {
   };
 
   explicit PreTokenizer(PreTokenizerKind kind);
+  // Regexes of one's own (a tokenizer.json's), applied in order.
+  explicit PreTokenizer(const std::vector<std::string>& regexes);
   ~PreTokenizer();
   PreTokenizer(const PreTokenizer&) = delete;
   PreTokenizer& operator=(const PreTokenizer&) = delete;

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "tokenizer/byte_pair_encoder.h"
+#include "tokenizer/nfc.h"
 #include "tokenizer/pre_tokenizer.h"
 #include "tokenizer/sentence_piece_encoder.h"
 #include "tokenizer/space_cleaner.h"
@@ -74,7 +75,8 @@ std::unique_ptr<Tokenizer> Tokenizer::create(Vocab vocab) {
   std::unique_ptr<Tokenizer> t(new Tokenizer(std::move(vocab)));
   t->partition_ = std::make_unique<SpecialTokenPartition>(t->vocab_);
   if (t->vocab_.kind == VocabKind::kBytePairGpt2) {
-    t->pre_tokenizer_ = std::make_unique<PreTokenizer>(t->vocab_.pre_kind);
+    t->pre_tokenizer_ = t->vocab_.pre_regexes.empty() ? std::make_unique<PreTokenizer>(t->vocab_.pre_kind)
+                                                      : std::make_unique<PreTokenizer>(t->vocab_.pre_regexes);
     t->byte_pair_ = std::make_unique<BytePairEncoder>(t->vocab_);
   } else {
     t->sentence_piece_ = std::make_unique<SentencePieceEncoder>(t->vocab_);
@@ -116,6 +118,10 @@ std::vector<TokenId> Tokenizer::encode(std::string_view text, bool add_special, 
 void Tokenizer::encode_byte_level(std::string_view raw, std::vector<TokenId>& out, EncodeState& state) const {
   std::string storage;
   std::string_view text = rebuild_text(raw, storage);
+  if (vocab_.normalize_nfc && !nfc::is_quick_yes(text)) {
+    storage = nfc::normalize(text);
+    text = storage;
+  }
   if (!storage.empty() && text.data() == storage.data()) {
     state.rebuilt.push_back(std::move(storage));
     text = state.rebuilt.back();

@@ -219,7 +219,9 @@ void Vocab::finish(std::string_view source) {
     fail("{}: a gpt2 tokenizer needs tokenizer.ggml.merges", source);
 
   // Pre-tokenizer and its flags (only byte-level BPE has one).
-  if (kind == VocabKind::kBytePairGpt2) {
+  if (kind == VocabKind::kBytePairGpt2 && !pre_regexes.empty()) {
+    pre_kind = PreTokenizerKind::kDefault;  // unused: the regexes are given
+  } else if (kind == VocabKind::kBytePairGpt2) {
     const PreInfo* info = find_pre(pre);
     if (info == nullptr)
       fail("{}: pre-tokenizer \"{}\" (tokenizer.ggml.pre) is not supported; folio knows {}", source, pre,
@@ -271,7 +273,7 @@ void Vocab::finish(std::string_view source) {
   for (Detect& d : detects) {
     if (*d.id >= 0) continue;
     for (std::string_view text : d.texts)
-      if (TokenId id = find(text); id >= 0) d.candidates.push_back(id);
+      if (TokenId id = find(text); id >= 0 && (promote_markers || (attrs[id] & kAttrControl))) d.candidates.push_back(id);
     ambiguous |= d.candidates.size() > 1;
   }
   if (ambiguous) {
@@ -308,13 +310,13 @@ void Vocab::finish(std::string_view source) {
     if (id >= 0) eog.insert(id);
   for (std::string_view text : kEogTexts) {
     TokenId id = find(text);
-    if (id < 0) continue;
+    if (id < 0 || (!promote_markers && !(attrs[id] & kAttrControl))) continue;
     eog.insert(id);
     attrs[id] |= kAttrControl;
   }
   for (std::string_view text : kAlwaysRenderedTexts) {
     TokenId id = find(text);
-    if (id >= 0) attrs[id] = kAttrUserDefined;
+    if (id >= 0 && promote_markers) attrs[id] = kAttrUserDefined;
   }
   for (TokenId id : {eos_id, eot_id, eom_id})
     if (id >= 0) eog.insert(id);

@@ -79,6 +79,16 @@ struct Vocab {
   bool add_bos = false;
   bool add_eos = false;
   bool add_space_prefix = false;
+  // Hugging Face tokenizer.json: the pre-tokenizer's regexes in the order they
+  // apply (empty: those of the `pre` family), and NFC normalization of the
+  // text before it is split. With regexes, finish() keeps the flags below as
+  // the file set them.
+  std::vector<std::string> pre_regexes;
+  bool normalize_nfc = false;
+  // Tokens that look like end-of-turn or fill-in-the-middle markers become
+  // control tokens, as llama.cpp makes them. A tokenizer.json says which
+  // tokens are special itself: there, only its special tokens are looked at.
+  bool promote_markers = true;
 
   // Derived by finish().
   PreTokenizerKind pre_kind = PreTokenizerKind::kDefault;
@@ -101,6 +111,10 @@ struct Vocab {
 
   // Reads the tokenizer.* keys of a GGUF file and calls finish().
   static Vocab from_gguf(const GgufFile& file);
+  // Reads a Hugging Face directory's tokenizer.json (byte-level BPE) and
+  // tokenizer_config.json, and calls finish(). Ids up to min_size - 1 that the
+  // file leaves out (a model's padded embedding rows) become unused tokens.
+  static Vocab from_hf(const std::string& dir, std::int64_t min_size = 0);
 
   // Checks the fields above and derives the rest the way llama.cpp does when it
   // loads a vocab: attributes from types, with tokens that look like end-of-turn
