@@ -4,9 +4,7 @@
 
 #include <charconv>
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <sstream>
 
 #include "backend/buffer.h"
 #include "core/error.h"
@@ -21,16 +19,6 @@ namespace fs = std::filesystem;
 
 constexpr std::string_view kSingleFile = "model.safetensors";
 constexpr std::string_view kIndexFile = "model.safetensors.index.json";
-
-nlohmann::json read_json(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot read {}", path.string());
-  std::stringstream text;
-  text << in.rdbuf();
-  nlohmann::json json = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded() || !json.is_object()) fail("{} is not a well-formed JSON object", path.string());
-  return json;
-}
 
 // A shard named by the index must be a plain file name in the directory.
 void check_shard_name(const std::string& name, const fs::path& index) {
@@ -100,7 +88,7 @@ std::shared_ptr<const HfCheckpoint> HfCheckpoint::open(const std::string& dir) {
   const fs::path index = root / kIndexFile;
   const bool has_index = fs::exists(index);
   if (has_index) {
-    const nlohmann::json json = read_json(index);
+    const nlohmann::json json = read_json_object(index.string());
     auto map = json.find("weight_map");
     if (map == json.end() || !map->is_object() || map->empty())
       fail("{} has no weight_map object naming each tensor's shard", index.string());

@@ -1,5 +1,6 @@
 #include "model/hf_config.h"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -7,15 +8,21 @@
 
 namespace folio {
 
-HfConfig HfConfig::open(const std::string& path) {
+nlohmann::json read_json_object(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot read {}; a Hugging Face model directory needs its config.json", path);
+  if (!in) fail("cannot read {}", path);
   std::stringstream text;
   text << in.rdbuf();
   nlohmann::json json = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded()) fail("{} is not well-formed JSON; fetch or write it again", path);
   if (!json.is_object()) fail("{} is not a JSON object", path);
-  return HfConfig(std::move(json), path);
+  return json;
+}
+
+HfConfig HfConfig::open(const std::string& path) {
+  if (!std::filesystem::exists(path))
+    fail("cannot read {}; a Hugging Face model directory needs its config.json", path);
+  return HfConfig(read_json_object(path), path);
 }
 
 HfConfig::HfConfig(nlohmann::json json, std::string source) : json_(std::move(json)), source_(std::move(source)) {}

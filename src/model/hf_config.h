@@ -9,6 +9,10 @@
 
 namespace folio {
 
+// Reads and parses a JSON file that must hold an object; throws Error naming
+// the file when it is missing or malformed.
+nlohmann::json read_json_object(const std::string& path);
+
 class HfConfig {
  public:
   // Reads and parses `path`; throws Error when it is missing or not a JSON object.

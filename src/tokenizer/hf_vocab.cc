@@ -7,12 +7,11 @@
 #include <fmt/format.h>
 
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "core/error.h"
+#include "model/hf_config.h"
 #include "tokenizer/vocab.h"
 
 namespace folio {
@@ -26,19 +25,13 @@ constexpr const char* kByteLevelRegex =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 constexpr TokenId kMaxTokens = 1 << 30;
 
+// tokenizer.json must be there; tokenizer_config.json may be missing (null).
 Json read_json(const fs::path& path, bool required) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    if (required)
-      fail("cannot read {}; folio reads the tokenizer of a Hugging Face directory from its tokenizer.json",
-           path.string());
-    return Json();
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  Json json = Json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded() || !json.is_object()) fail("{} is not a well-formed JSON object", path.string());
-  return json;
+  if (!required && !fs::exists(path)) return Json();
+  if (!fs::exists(path))
+    fail("cannot read {}; folio reads the tokenizer of a Hugging Face directory from its tokenizer.json",
+         path.string());
+  return read_json_object(path.string());
 }
 
 // A pre-tokenizer of tokenizer.json as regexes for PreTokenizer, each
