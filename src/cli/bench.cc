@@ -82,6 +82,12 @@ struct ModelFigures {
   std::int64_t num_layers = 0;
 };
 
+// Every byte of a token's K and V rows in every layer, scales included.
+std::int64_t kv_bytes_per_token(const ModelConfig& config, const KvCacheDType& kv_dtype) {
+  const std::int64_t rows = config.num_layers * config.num_kv_heads;
+  return rows * (kv_row_total_bytes(kv_dtype.k, config.head_dim) + kv_row_total_bytes(kv_dtype.v, config.value_head_dim));
+}
+
 ModelFigures model_figures(const GgufFile& file, const KvCacheDType& kv_dtype) {
   const ModelConfig config = ModelConfig::from_gguf(file);
   ModelFigures m;
@@ -90,10 +96,20 @@ ModelFigures model_figures(const GgufFile& file, const KvCacheDType& kv_dtype) {
   const bool has_output = file.find_tensor("output.weight") != nullptr;
   for (const GgufTensorInfo& t : file.tensors())
     if (t.name != "token_embd.weight" || !has_output) m.weight_bytes_per_step += t.size_bytes;
-  // Every byte of a token's K and V rows in every layer, scales included.
-  const std::int64_t rows = config.num_layers * config.num_kv_heads;
-  m.kv_bytes_per_token = rows * (kv_row_total_bytes(kv_dtype.k, config.head_dim) +
-                                 kv_row_total_bytes(kv_dtype.v, config.value_head_dim));
+  m.kv_bytes_per_token = kv_bytes_per_token(config, kv_dtype);
+  return m;
+}
+
+// The same figures from a loaded model's weights, whatever its format.
+ModelFigures model_figures(const ModelSession& session, const KvCacheDType& kv_dtype) {
+  const Weights& weights = *session.loaded.weights;
+  ModelFigures m;
+  m.name = session.config().name;
+  m.num_layers = session.config().num_layers;
+  const bool has_output = weights.find("output.weight") != nullptr;
+  for (const auto& [name, t] : weights.tensors())
+    if (name != "token_embd.weight" || !has_output) m.weight_bytes_per_step += t.bytes();
+  m.kv_bytes_per_token = kv_bytes_per_token(session.config(), kv_dtype);
   return m;
 }
 
@@ -213,17 +229,19 @@ std::string format_speculation(const EngineFigures& f) {
 // prompts rendered and tokenized as a server would.
 class WorkloadMaker {
  public:
-  WorkloadMaker(const WorkloadOptions& options, const GgufFile& file, const Tokenizer* tokenizer,
+  // `file` is read only when no tokenizer is given (server mode).
+  WorkloadMaker(const WorkloadOptions& options, const GgufFile* file, const Tokenizer* tokenizer,
                 const ChatTemplate* chat_template)
       : options_(options) {
+    FOLIO_CHECK(tokenizer != nullptr || file != nullptr);
     if (!is_text_dataset(options.dataset)) {
-      pool_ = prompt_token_pool(tokenizer ? tokenizer->vocab() : Vocab::from_gguf(file));
+      pool_ = prompt_token_pool(tokenizer ? tokenizer->vocab() : Vocab::from_gguf(*file));
       return;
     }
     prompts_ = read_text_prompts(options.dataset);
     if (!tokenizer) {  // server mode: the file's tokenizer and template, loaded here
-      own_tokenizer_ = Tokenizer::create(Vocab::from_gguf(file));
-      own_template_ = std::make_unique<ChatTemplate>(ChatTemplate::from_gguf(file));
+      own_tokenizer_ = Tokenizer::create(Vocab::from_gguf(*file));
+      own_template_ = std::make_unique<ChatTemplate>(ChatTemplate::from_gguf(*file));
       tokenizer = own_tokenizer_.get();
       chat_template = own_template_.get();
     }
@@ -292,14 +310,10 @@ void bench(BenchOptions o) {
     file = std::make_shared<const GgufFile>(GgufFile::open(session_options.model_path));
   } else {
     session = open_model(o.model);
-    file = session->loaded.file;
-    // TODO(#9): the figures and workloads of a Hugging Face directory.
-    if (file == nullptr)
-      fail("folio bench measures GGUF models only for now; {} is a Hugging Face directory",
-           session_options.model_path);
+    file = session->loaded.file;  // null for a Hugging Face directory
   }
-  const ModelFigures figures = model_figures(*file, kv_dtype);
-  const WorkloadMaker maker(o.workload, *file, session ? session->tokenizer.get() : nullptr,
+  const ModelFigures figures = file ? model_figures(*file, kv_dtype) : model_figures(*session, kv_dtype);
+  const WorkloadMaker maker(o.workload, file.get(), session ? session->tokenizer.get() : nullptr,
                             session ? session->chat_template.get() : nullptr);
 
   // Every repetition gets prompts of its own (seed + repetition), so that no

@@ -127,7 +127,7 @@ void add_tokenize(CLI::App& app) {
   auto* cmd = app.add_subcommand("tokenize", "Print the token ids of a text, as llama.cpp's llama-tokenize does");
   auto o = std::make_shared<TokenizeOptions>();
   cmd->add_option("text", o->text, "Text to tokenize (escapes such as \\n are processed unless --no-escape)");
-  cmd->add_option("-m,--model", o->model, "GGUF file (default: the default model)");
+  cmd->add_option("-m,--model", o->model, "GGUF file or Hugging Face directory (default: the default model)");
   cmd->add_option("-f,--file", o->file, "Read the text from a file");
   cmd->add_flag("--stdin", o->from_stdin, "Read the text from standard input");
   cmd->add_flag("--ids", o->ids, "Print only the ids, as [1, 2, 3]");
