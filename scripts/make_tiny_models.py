@@ -27,6 +27,9 @@ with its own regex). Each directory varies something the loader must handle:
             fp32), Q/K/V biases, tied embeddings, NFC normalizer
     qwen3   F32, per-head Q/K RMSNorm, head_dim * heads != hidden, tied
     gemma3  F32, sandwich norms, GeGLU, sliding-window layers, tied
+    llama3  F16 weights, Llama 3's RoPE scaling (rope_type llama3, an
+            original context short enough that all three frequency bands
+            occur), tied
 
 tests/engine/tiny_model_test.cc checks folio's logits and greedy tokens
 against these files. Rerunning gives identical files (fixed seeds, CPU).
@@ -54,7 +57,7 @@ VOCAB_SIZE = 384
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 ADDED_TOKENS = ["<think>", "</think>"]  # added, not special
 GREEDY_TOKENS = 12
-SEEDS = {"llama": 1234, "qwen2": 1235, "qwen3": 1236, "gemma3": 1237}
+SEEDS = {"llama": 1234, "qwen2": 1235, "qwen3": 1236, "gemma3": 1237, "llama3": 1238}
 SEQUENCES = [  # token ids, fixed; every id below the smallest vocab
     [1, 17, 200, 33, 5, 150, 42, 260],
     [7, 300, 301, 12, 99, 64, 5, 5, 5, 18, 120, 250, 3, 77, 380, 2, 45],
@@ -173,6 +176,13 @@ def build(name: str):
         config = tf.LlamaConfig(**common(tok), rope_theta=50000.0, tie_word_embeddings=False)
         return tok, tf.LlamaForCausalLM(config), dict(dtype=torch.float32, shard="40KB", string_merges=True,
                                                        bos="<|endoftext|>")
+    if name == "llama3":
+        tok = make_tokenizer("llama3")
+        scaling = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                   "original_max_position_embeddings": 64, "rope_theta": 50000.0}
+        config = tf.LlamaConfig(**common(tok), rope_parameters=scaling, tie_word_embeddings=True)
+        return tok, tf.LlamaForCausalLM(config), dict(dtype=torch.float16, shard=None, string_merges=False,
+                                                       bos="<|endoftext|>")
     if name == "qwen2":
         tok = make_tokenizer("qwen2")
         config = tf.Qwen2Config(**common(tok), rope_theta=1000000.0, tie_word_embeddings=True)
@@ -203,11 +213,11 @@ def make(name: str, seed: int) -> None:
     tok, model, opts = build(name)
     randomise(model, seed)
     model.eval()
-    if opts["dtype"] == torch.bfloat16:
+    if opts["dtype"] != torch.float32:
         # The reference runs in fp32 on exactly the weights the file holds.
         with torch.no_grad():
             for p in model.parameters():
-                p.copy_(p.to(torch.bfloat16).to(torch.float32))
+                p.copy_(p.to(opts["dtype"]).to(torch.float32))
     out = OUT / name
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
@@ -255,7 +265,7 @@ def make(name: str, seed: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--only", nargs="*", default=["llama", "qwen2", "qwen3", "gemma3"])
+    parser.add_argument("--only", nargs="*", default=list(SEEDS))
     args = parser.parse_args()
     torch.set_num_threads(1)
     for name in args.only:

@@ -85,7 +85,7 @@ TEST_P(TinyModelTest, GreedyTokensEqualTransformers) {
     EXPECT_EQ(got[p], ref.json["greedy"][p]["tokens"].get<std::vector<TokenId>>()) << "sequence " << p;
 }
 
-INSTANTIATE_TEST_SUITE_P(Tiny, TinyModelTest, ::testing::Values("llama", "qwen2", "qwen3", "gemma3"),
+INSTANTIATE_TEST_SUITE_P(Tiny, TinyModelTest, ::testing::Values("llama", "qwen2", "qwen3", "gemma3", "llama3"),
                          [](const ::testing::TestParamInfo<const char*>& p) { return std::string(p.param); });
 
 TEST(TinyModelConfig, ReadsConfigJsonIntoTheSameConfig) {
@@ -115,6 +115,12 @@ TEST(TinyModelConfig, ReadsConfigJsonIntoTheSameConfig) {
   EXPECT_EQ(qwen3.config.architecture, "qwen3");
   EXPECT_EQ(qwen3.config.head_dim, 32);
   EXPECT_EQ(qwen3.config.q_dim(), 128);  // not the hidden size
+
+  LoadedModel llama3 = load_model(tiny_dir("llama3"), backend);
+  EXPECT_EQ(llama3.config.rope.scaling, RopeScaling::kLlama3);
+  EXPECT_EQ(llama3.config.rope.factor, 8.0f);
+  EXPECT_EQ(llama3.config.rope.original_context, 64);
+  EXPECT_EQ(llama3.weights->find("blk.1.ffn_up.weight")->dtype, DType::F16);
 
   LoadedModel gemma3 = load_model(tiny_dir("gemma3"), backend);
   EXPECT_EQ(gemma3.config.sliding_window, (std::vector<std::int64_t>{4, 4, 0}));
