@@ -67,15 +67,22 @@ class SafetensorsParser {
     if (text[0] != '{')
       error("the header does not start with '{' (a JSON object)", "the file is not a safetensors file");
 
-    // The callback refuses deep nesting before it is built and duplicate
-    // names, which a JSON object would otherwise collapse into one.
-    std::set<std::string> names;
+    // The callback refuses deep nesting before it is built, and duplicate
+    // names and fields, which a JSON object would otherwise collapse into one.
+    std::set<std::string> names, entry_keys;
+    std::string entry_name;
     auto callback = [&](int depth, Json::parse_event_t event, Json& parsed) {
       if ((event == Json::parse_event_t::object_start || event == Json::parse_event_t::array_start) &&
           depth >= kMaxJsonDepth)
         throw Error(fmt::format("values nested deeper than {} levels", kMaxJsonDepth));
-      if (event == Json::parse_event_t::key && depth == 1 && !names.insert(parsed.get<std::string>()).second)
-        throw Error(fmt::format("tensor {} is listed twice", printable(parsed.get<std::string>())));
+      if (event == Json::parse_event_t::key && depth == 1) {
+        entry_name = parsed.get<std::string>();
+        if (!names.insert(entry_name).second)
+          throw Error(fmt::format("tensor {} is listed twice", printable(entry_name)));
+      }
+      if (event == Json::parse_event_t::object_start && depth == 1) entry_keys.clear();
+      if (event == Json::parse_event_t::key && depth == 2 && !entry_keys.insert(parsed.get<std::string>()).second)
+        throw Error(fmt::format("{} names {} twice", printable(entry_name), printable(parsed.get<std::string>())));
       return true;
     };
     Json header;
