@@ -10,11 +10,11 @@ namespace folio {
 namespace {
 
 // Where the starting scales put the largest element, in codes from zero, for
-// a code range ending at `end`: a symmetric block tries k of kStarts points from
+// a code range ending at `end`: a scale-only block tries kStarts points from
 // a quarter of the range inside to half a code outside (clipping that element a
 // little gives the many smaller ones finer steps). An affine block has its
 // offset to place the smallest element too and does best with fine steps near
-// the end, so it tries kAffineOffsets codes around it.
+// the end, so it tries the codes kAffineOffsets around it.
 constexpr int kStarts = 9;
 float start_position(int end, int k) {
   const auto e = static_cast<float>(end);
@@ -71,11 +71,11 @@ ScaleFit fit_scale(const float* x, const float* w, int n, int lo, int hi) {
     }
   };
 
-  for (const int end : {lo, hi}) {
-    if (end == 0) continue;
-    const float sign = end < 0 ? -1.0f : 1.0f;
-    for (int k = 0; k < kStarts; ++k) consider(sign * start_position(std::abs(end), k) / extreme);
-  }
+  // The largest element goes to the longer end of the code range (the scale
+  // takes its sign); putting it on the shorter end only loses a code.
+  const int end = -lo >= hi ? lo : hi;
+  const float sign = end < 0 ? -1.0f : 1.0f;
+  for (int k = 0; k < kStarts; ++k) consider(sign * start_position(std::abs(end), k) / extreme);
   for (int round = 0; round < kRefineRounds && best.scale != 0.0f; ++round) consider(1.0f / best.scale);
   if (best.error == kNoFit) {  // every start was out of float's range: all codes 0
     best.scale = 0.0f;

@@ -28,7 +28,7 @@ inline int nearest_code(float v, int lo, int hi) {
 // x[j] ~ scale * q[j], q[j] in [lo, hi] with lo <= 0 < hi (a signed or an
 // unsigned code range); the scale may take either sign. Minimises
 // sum_j w[j] * (x[j] - scale * q[j])^2 over scales near those that put the
-// largest |x[j]| on either end of the code range, then refines. n elements,
+// largest |x[j]| on the longer end of the code range, then refines. n elements,
 // finite x, w >= 0 (all-zero w is allowed: any scale is then as good).
 ScaleFit fit_scale(const float* x, const float* w, int n, int lo, int hi);
 
