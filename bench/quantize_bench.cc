@@ -17,8 +17,8 @@ namespace {
 constexpr std::int64_t kRows = 64;
 constexpr std::int64_t kCols = 4096;
 
-const DType kTypes[] = {DType::F16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
-                        DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+const DType kTypes[] = {DType::F16,  DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
+                        DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
 void BM_Quantize(benchmark::State& state) {
   const DType type = kTypes[state.range(0)];
@@ -41,7 +41,7 @@ void BM_Quantize(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * kRows * kCols * static_cast<std::int64_t>(sizeof(float)));
   state.SetLabel(std::string(name(type)) + (weighted ? " weighted" : ""));
 }
-BENCHMARK(BM_Quantize)->ArgsProduct({benchmark::CreateDenseRange(0, 8, 1), {0, 1}})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Quantize)->ArgsProduct({benchmark::CreateDenseRange(0, 10, 1), {0, 1}})->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace folio

@@ -227,6 +227,8 @@ constexpr Encoder kEncoders[] = {
     {DType::Q5_1, encode_q5_1, encode_weighted_q5_1},
     {DType::Q8_0, encode_q8_0, encode_weighted_q8_0},
     {DType::Q8_K, encode_q8_k, nullptr},
+    {DType::Q2_K, nullptr, encode_q2_k},
+    {DType::Q3_K, nullptr, encode_q3_k},
     {DType::Q4_K, nullptr, encode_q4_k},
     {DType::Q5_K, nullptr, encode_q5_k},
     {DType::Q6_K, nullptr, encode_q6_k},

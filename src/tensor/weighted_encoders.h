@@ -15,6 +15,8 @@ namespace folio {
 // float per element, or is nullptr (see each encoder for what that means).
 using WeightedEncodeFn = void (*)(const float* x, const float* importance, void* dst, std::int64_t num_blocks);
 
+void encode_q2_k(const float* x, const float* importance, void* dst, std::int64_t num_blocks);
+void encode_q3_k(const float* x, const float* importance, void* dst, std::int64_t num_blocks);
 void encode_q4_k(const float* x, const float* importance, void* dst, std::int64_t num_blocks);
 void encode_q5_k(const float* x, const float* importance, void* dst, std::int64_t num_blocks);
 void encode_q6_k(const float* x, const float* importance, void* dst, std::int64_t num_blocks);

@@ -30,7 +30,7 @@ DEQUANT_TYPES = ["f32", "f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0",
 QUANT_TYPES = ["f32", "f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q8_k"]
 # folio encodes these with its own scale search (gguf.quants cannot encode
 # them): tests/tensor/quantize_test.cc checks their round trips.
-SEARCHED_TYPES = ["q4_k", "q5_k", "q6_k"]
+SEARCHED_TYPES = ["q2_k", "q3_k", "q4_k", "q5_k", "q6_k"]
 
 # gguf 0.19.0 knows these, folio's DType does not list them yet.
 GGUF_ONLY = {"NVFP4", "Q1_0"}

@@ -168,9 +168,9 @@ TEST(QuantBlocks, DequantizableFlagsMatchTheDequantizers) {
 
 TEST(QuantBlocks, CanQuantize) {
   for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
-                     DType::Q8_0, DType::Q8_K, DType::Q4_K, DType::Q5_K, DType::Q6_K})
+                     DType::Q8_0, DType::Q8_K, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K})
     EXPECT_TRUE(can_quantize(type)) << name(type);
-  for (DType type : {DType::Q8_1, DType::Q2_K, DType::Q3_K, DType::IQ4_NL, DType::I8, DType::MXFP4})
+  for (DType type : {DType::Q8_1, DType::IQ4_NL, DType::IQ2_XXS, DType::I8, DType::MXFP4})
     EXPECT_FALSE(can_quantize(type)) << name(type);
 }
 
@@ -575,7 +575,7 @@ TEST(RoundTrip, HalfTypes) {
 
 // ---- K-quants and importance-weighted encoding ------------------------------
 
-constexpr DType kKQuants[] = {DType::Q4_K, DType::Q5_K, DType::Q6_K};
+constexpr DType kKQuants[] = {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 constexpr DType kLegacyBlockTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0};
 
 std::vector<float> gaussian(std::size_t n, unsigned seed) {
@@ -635,16 +635,34 @@ double weighted_error(const std::vector<float>& x, const std::vector<float>& y, 
   return error;
 }
 
+// Twice or more the relative RMS error a type makes on Gaussian rows: a bound
+// for the checks that the search stays sane on unusual rows.
+double sane_error(DType type) {
+  switch (type) {
+    case DType::Q2_K:
+      return 0.4;
+    case DType::Q3_K:
+      return 0.25;
+    default:
+      return 0.1;
+  }
+}
+
 TEST(KQuant, RoundTripErrorIsBounded) {
   // Relative RMS error over 64K elements, measured with a few percent of
-  // headroom: the search gives Q4_K 0.0701 / 0.0910, Q5_K 0.0345 / 0.0450 and
-  // Q6_K 0.0166 / 0.0263 (Gaussian / outliers) on rows of 4096.
+  // headroom: the search gives Q2_K 0.263 / 0.269, Q3_K 0.143 / 0.185, Q4_K
+  // 0.0701 / 0.0910, Q5_K 0.0345 / 0.0450 and Q6_K 0.0167 / 0.0263
+  // (Gaussian / outliers) on rows of 4096.
   struct Case {
     DType type;
     double gaussian_bound;
     double outlier_bound;
   };
-  const Case cases[] = {{DType::Q4_K, 0.073, 0.095}, {DType::Q5_K, 0.036, 0.047}, {DType::Q6_K, 0.0175, 0.0275}};
+  const Case cases[] = {{DType::Q2_K, 0.272, 0.280},
+                        {DType::Q3_K, 0.149, 0.193},
+                        {DType::Q4_K, 0.073, 0.095},
+                        {DType::Q5_K, 0.036, 0.047},
+                        {DType::Q6_K, 0.0175, 0.0275}};
   const std::size_t n = 65536;
   const std::vector<float> g = gaussian(n, 11);
   const std::vector<float> o = with_outliers(n, 12);
@@ -656,7 +674,7 @@ TEST(KQuant, RoundTripErrorIsBounded) {
       const double eo = relative_rms(o, round_trip(c.type, o, row_len));
       EXPECT_LT(eg, c.gaussian_bound) << name(c.type) << " rows of " << row_len;
       EXPECT_LT(eo, c.outlier_bound) << name(c.type) << " rows of " << row_len;
-      // More bits, less error: Q6_K < Q5_K < Q4_K.
+      // More bits, less error: Q6_K < Q5_K < Q4_K < Q3_K < Q2_K.
       EXPECT_LT(eg, previous_gaussian) << name(c.type);
       EXPECT_LT(eo, previous_outlier) << name(c.type);
       previous_gaussian = eg;
@@ -671,13 +689,17 @@ TEST(KQuant, RoundTripErrorIsBounded) {
 }
 
 TEST(KQuant, EveryElementLandsNearItsValue) {
-  // No element may be far off, whichever code it got: at most a few steps of
-  // its super-block's largest scale (Q4_K, Q5_K: 15 or 31 steps span a
-  // sub-block; Q6_K: 32 steps span half of it).
+  // No element may be far off, whichever code it got: at most two steps of
+  // its super-block's largest scale (Q2_K, Q4_K, Q5_K: 3, 15 or 31 steps span
+  // a sub-block; Q3_K, Q6_K: 4 or 32 steps span half of it).
   const std::vector<float> x = with_outliers(16 * 256, 13);
   for (DType type : kKQuants) {
     const std::vector<float> y = round_trip(type, x, 4096);
-    const float steps = type == DType::Q4_K ? 15.0f : type == DType::Q5_K ? 31.0f : 32.0f;
+    const float steps = type == DType::Q2_K   ? 3.0f
+                        : type == DType::Q3_K ? 4.0f
+                        : type == DType::Q4_K ? 15.0f
+                        : type == DType::Q5_K ? 31.0f
+                                              : 32.0f;
     for (std::size_t b = 0; b < x.size(); b += 256) {
       float amax = 0.0f;
       for (std::size_t j = b; j < b + 256; ++j) amax = std::max(amax, std::fabs(x[j]));
@@ -697,7 +719,7 @@ TEST(KQuant, AllZeroSuperBlocksDecodeToZero) {
     for (std::size_t j = 768; j < 1024; ++j) ASSERT_EQ(y[j], 0.0f) << name(type) << " " << j;
     EXPECT_LT(
         relative_rms(std::vector<float>(x.begin(), x.begin() + 256), std::vector<float>(y.begin(), y.begin() + 256)),
-        0.1)
+        sane_error(type))
         << name(type);
     const std::vector<float> zeros(512, 0.0f);
     EXPECT_EQ(round_trip(type, zeros, 512), zeros) << name(type);
@@ -710,7 +732,7 @@ TEST(KQuant, PositiveAndNegativeOnlyRows) {
   std::vector<float> x = gaussian(4096, 15);
   for (std::size_t j = 0; j < 2048; ++j) x[j] = std::fabs(x[j]) + 0.5f;
   for (std::size_t j = 2048; j < 4096; ++j) x[j] = -std::fabs(x[j]) - 0.5f;
-  for (DType type : kKQuants) EXPECT_LT(relative_rms(x, round_trip(type, x, 4096)), 0.05) << name(type);
+  for (DType type : kKQuants) EXPECT_LT(relative_rms(x, round_trip(type, x, 4096)), sane_error(type) / 2) << name(type);
 }
 
 TEST(KQuant, ExtremeMagnitudesStayFinite) {
@@ -724,7 +746,7 @@ TEST(KQuant, ExtremeMagnitudesStayFinite) {
         ASSERT_TRUE(std::isfinite(y[j])) << name(type) << " scale " << scale << " element " << j;
       // Where the f16 super-block scale can hold the scales, the usual accuracy.
       if (scale >= 1e-3f && scale <= 1e3f) {
-        EXPECT_LT(relative_rms(x, y), 0.1) << name(type) << " scale " << scale;
+        EXPECT_LT(relative_rms(x, y), sane_error(type)) << name(type) << " scale " << scale;
       }
     }
     // One huge element beside ordinary ones, and float's extremes.
@@ -808,8 +830,8 @@ TEST(WeightedQuantize, LowersTheImportanceWeightedError) {
   std::vector<float> importance(4096, 1.0f);
   for (std::size_t j = 0; j < importance.size(); j += 37) importance[j] = 100.0f;
   const std::vector<float> x = gaussian(16 * 4096, 20);
-  for (DType type :
-       {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+  for (DType type : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K,
+                     DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     const double unweighted = weighted_error(x, round_trip(type, x, 4096), importance);
     const double weighted = weighted_error(x, round_trip(type, x, 4096, &importance), importance);
     EXPECT_LT(weighted, 0.6 * unweighted) << name(type);
@@ -854,16 +876,29 @@ TEST(WeightedQuantize, ZeroImportanceColumnsStaySane) {
     if ((j / 64) % 2 == 0) importance[j] = 0.0f;
   const std::vector<float> all_zero(4096, 0.0f);
   const std::vector<float> x = gaussian(4 * 4096, 23);
-  for (DType type :
-       {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+  for (DType type : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K,
+                     DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     const std::vector<float> y = round_trip(type, x, 4096, &importance);
     float amax = 0.0f;
     for (const float v : x) amax = std::max(amax, std::fabs(v));
     for (const float v : y) ASSERT_LE(std::fabs(v), 1.5f * amax) << name(type);
-    // The columns that count are encoded at least as well as without importance.
-    EXPECT_LE(weighted_error(x, y, importance), weighted_error(x, round_trip(type, x, 4096), importance)) << name(type);
-    // All-zero importance is no information: the unweighted encoding.
-    EXPECT_LT(relative_rms(x, round_trip(type, x, 4096, &all_zero)), 0.1) << name(type);
+    // The columns that count are encoded at least as well as without
+    // importance: guaranteed block by block for the 32-element types; the
+    // K-quants' search is a heuristic whose super-block scales couple their
+    // sub-blocks, so there it holds within a few percent.
+    const bool k_quant = info(type).block_elems == 256;
+    EXPECT_LE(weighted_error(x, y, importance),
+              (k_quant ? 1.05 : 1.0) * weighted_error(x, round_trip(type, x, 4096), importance))
+        << name(type);
+    // All-zero importance is no information: K-quants encode as without it,
+    // the 32-element types search for the plain squared error.
+    if (k_quant) {
+      const std::vector<float> row(x.begin(), x.begin() + 4096);
+      EXPECT_EQ(encoded(type, row, all_zero.data()), encoded(type, row)) << name(type);
+    } else {
+      EXPECT_LE(relative_rms(x, round_trip(type, x, 4096, &all_zero)), relative_rms(x, round_trip(type, x, 4096)))
+          << name(type);
+    }
   }
 }
 
