@@ -3,8 +3,10 @@
 
 The base is an F16 model dequantized from the packaged weights (`folio
 quantize MODEL base.gguf --type f16`). Each type is quantized from that base
-twice: plainly, and with --calibration on a text held apart from the
-evaluation text (the other licence texts of /usr/share/common-licenses and
+with the reference encoder's scales (--reference-scales: what the gguf package
+writes; q4_0 .. q8_0 only, the K types have no such encoder), with searched
+scales (the default: least squared error per block), and with --calibration
+on a text held apart from the evaluation text (the other licence texts of /usr/share/common-licenses and
 the project's grounded prompts; never GPL-3). Each result is compared with
 the base by `folio perplexity --kl-divergence` over the evaluation text
 (GPL-3, llama-perplexity's chunks of --ctx tokens): size, bits per weight,
@@ -73,14 +75,19 @@ def main() -> None:
         print(f"model {Path(args.model).name}; base F16 {base.stat().st_size / 2**20:.1f} MiB; evaluation "
               f"{EVAL_TEXT} (ctx {args.ctx}); calibration {', '.join(CALIBRATION_SOURCES)} + "
               f"bench/prompts/grounded.jsonl ({calib.stat().st_size // 1024} KiB)", flush=True)
-        print("| type | calibration | MiB | bits/weight | PPL | vs F16 | mean KLD | same top | quantize s |")
+        print("| type | scales | MiB | bits/weight | PPL | vs F16 | mean KLD | same top | quantize s |")
         print("|---|---|---:|---:|---:|---:|---:|---:|---:|", flush=True)
         base_ppl = None
         for qtype in args.types:
-            for calibrated in (False, True):
-                out = work / f"{qtype}{'-cal' if calibrated else ''}.gguf"
+            variants = ["searched", "calibrated"]
+            if "_k" not in qtype:
+                variants.insert(0, "reference")
+            for variant in variants:
+                out = work / f"{qtype}-{variant}.gguf"
                 cmd = [args.folio, "quantize", str(base), str(out), "--type", qtype, "-t", str(args.threads)]
-                if calibrated:
+                if variant == "reference":
+                    cmd += ["--reference-scales"]
+                if variant == "calibrated":
                     cmd += ["--calibration", str(calib)]
                 start = time.monotonic()
                 log = run(cmd)
@@ -88,7 +95,7 @@ def main() -> None:
                 bpw = float(re.search(r"\(([\d.]+) bits per weight\)", log).group(1))
                 r = kl(args.folio, out, base, args.ctx, args.threads)
                 base_ppl = r["base_ppl"]
-                print(f"| {qtype} | {'yes' if calibrated else 'no'} | {out.stat().st_size / 2**20:.1f} | {bpw:.2f} | "
+                print(f"| {qtype} | {variant} | {out.stat().st_size / 2**20:.1f} | {bpw:.2f} | "
                       f"{r['ppl']:.4f} | {100 * (r['ppl'] / r['base_ppl'] - 1):+.2f}% | "
                       f"{r['kld']:.5f} ± {r['kld_se']:.5f} | {r['same_top']:.2f}% | {seconds:.1f} |", flush=True)
                 out.unlink()

@@ -27,6 +27,7 @@ struct QuantizeCliOptions {
   std::vector<std::string> tensor_types;  // NAME=TYPE
   int threads = 0;
   bool dry_run = false;
+  bool reference_scales = false;
 };
 
 bool is_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
@@ -64,6 +65,7 @@ void run(const QuantizeCliOptions& o) {
   QuantizeOptions options;
   options.recipe = *recipe;
   options.threads = o.threads;
+  options.reference_scales = o.reference_scales;
   options.overrides = parse_overrides(o.tensor_types);
   for (const auto& [tensor, type] : options.overrides)
     if (in.find_tensor(tensor) == nullptr) fail("--tensor-type: {} has no tensor {}", o.input, tensor);
@@ -141,6 +143,9 @@ void add_quantize(CLI::App& app) {
   cmd->add_option("--calibration-chunks", o->calibration_chunks, "Calibrate on at most this many windows (0: all)");
   cmd->add_option("--tensor-type", o->tensor_types, "NAME=TYPE: force one tensor's type (repeatable)");
   cmd->add_option("-t,--threads", o->threads, "CPU threads (default: one per hardware thread)");
+  cmd->add_flag("--reference-scales", o->reference_scales,
+                "q4_0 .. q8_0 with the reference encoder's scales (what the gguf package writes) instead of searched "
+                "ones (ignored with --calibration)");
   cmd->add_flag("--dry-run", o->dry_run, "Print each tensor's type and size and write nothing");
   cmd->callback([o] { run(*o); });
 }

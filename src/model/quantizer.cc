@@ -181,6 +181,12 @@ QuantizeSummary quantize_gguf(const GgufFile& in, const std::string& out_path, c
         ++summary.weighted;
       }
     }
+    // Uniform importance: the least squared error.
+    std::vector<float> uniform;
+    if (importance == nullptr && !o.reference_scales) {
+      uniform.assign(static_cast<std::size_t>(cols), 1.0f);
+      importance = uniform.data();
+    }
     if (!is_float_type(p.from)) ++summary.requantized;
     const std::size_t in_row = static_cast<std::size_t>(row_bytes(p.from, cols));
     const std::size_t out_row = static_cast<std::size_t>(row_bytes(p.to, cols));

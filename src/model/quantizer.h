@@ -51,6 +51,11 @@ struct QuantizeOptions {
   // Tensor types forced by name (exact names), over the recipe's choice.
   std::unordered_map<std::string, DType> overrides;
   const ImportanceMatrix* importance = nullptr;
+  // Without importance, each block's scales are still searched for the least
+  // squared error (never worse than the reference encoder's block). true:
+  // the legacy types (q4_0 .. q8_0) take the reference encoder's scales,
+  // byte for byte what the gguf package writes.
+  bool reference_scales = false;
   int threads = 0;  // 0: one per hardware thread
 };
 

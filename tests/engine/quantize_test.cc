@@ -161,14 +161,20 @@ TEST(QuantizeReference, LlamaCppReadsWhatFolioWrites) {
       for (const auto& c : cases) prompts.push_back(c.prompt);
       const auto ours = runner.greedy(prompts, 64, {});
       int equal = 0;
+      std::vector<std::size_t> common;  // tokens before the first difference, per prompt
       for (std::size_t p = 0; p < cases.size(); ++p) {
         const auto& theirs = cases[p].tokens;
         const std::size_t n = std::min(theirs.size(), ours[p].size());
-        equal += std::equal(theirs.begin(), theirs.begin() + static_cast<std::ptrdiff_t>(n), ours[p].begin()) ? 1 : 0;
+        std::size_t k = 0;
+        while (k < n && theirs[k] == ours[p][k]) ++k;
+        common.push_back(k);
+        equal += k == n ? 1 : 0;
       }
+      std::sort(common.begin(), common.end());
       std::printf("[%s %s] next token equal to llama.cpp's at %d/%d steps, at %d/%d decisive ones; whole greedy "
-                  "runs equal: %d/%zu\n",
-                  name.c_str(), type.c_str(), a.agree, a.steps, a.decisive_agree, a.decisive, equal, cases.size());
+                  "runs equal: %d/%zu; equal tokens before the first difference: min %zu, median %zu\n",
+                  name.c_str(), type.c_str(), a.agree, a.steps, a.decisive_agree, a.decisive, equal, cases.size(),
+                  common.front(), common[common.size() / 2]);
       EXPECT_EQ(a.decisive_agree, a.decisive) << type;
       EXPECT_GE(a.agree * 100, a.steps * 95) << type;
     }

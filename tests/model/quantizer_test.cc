@@ -148,35 +148,56 @@ TEST(QuantizerPlan, OverridesWinAndImpossibleOnesAreRefused) {
   }
 }
 
-// Every tensor of the output is the reference encoding of the dequantized input.
-TEST(Quantizer, WritesExactlyTheReferenceEncodingAndCopiesMetadata) {
-  TempPath in_path, out_path;
+// Every tensor of the output is the encoding of the dequantized input: with
+// reference scales exactly quantize_row's bytes; by default the searched
+// encoding of uniform importance, whose squared error is never larger.
+TEST(Quantizer, WritesTheEncodingOfTheDequantizedInputAndCopiesMetadata) {
+  TempPath in_path, reference_path, searched_path;
   auto tensors = eight_layers(true);
   tensors[1].type = DType::F16;  // mixed input types
   write_model(in_path.str(), tensors);
   const GgufFile in = GgufFile::open(in_path.str());
-  const QuantizeOptions o = recipe("q4_0");
-  const QuantizeSummary s = quantize_gguf(in, out_path.str(), o);
-  const GgufFile out = GgufFile::open(out_path.str());
-  EXPECT_EQ(out.get_string("general.name", ""), "synthetic");
-  EXPECT_EQ(out.get_int("general.file_type", -1), 2);
-  EXPECT_EQ(out.get_int("general.quantization_version", -1), 2);
-  ASSERT_EQ(out.tensors().size(), in.tensors().size());
+  QuantizeOptions o = recipe("q4_0");
+  o.reference_scales = true;
+  const QuantizeSummary s = quantize_gguf(in, reference_path.str(), o);
+  quantize_gguf(in, searched_path.str(), recipe("q4_0"));
+  const GgufFile reference = GgufFile::open(reference_path.str());
+  const GgufFile searched = GgufFile::open(searched_path.str());
+  EXPECT_EQ(reference.get_string("general.name", ""), "synthetic");
+  EXPECT_EQ(reference.get_int("general.file_type", -1), 2);
+  EXPECT_EQ(reference.get_int("general.quantization_version", -1), 2);
+  ASSERT_EQ(reference.tensors().size(), in.tensors().size());
   std::uint64_t bytes = 0;
+  int searched_better = 0;
   for (const TensorQuantPlan& p : plan_quantization(in, o)) {
     const GgufTensorInfo& src = *in.find_tensor(p.name);
-    const GgufTensorInfo& dst = *out.find_tensor(p.name);
-    ASSERT_EQ(dst.type, p.to) << p.name;
-    ASSERT_EQ(dst.shape, src.shape) << p.name;
-    std::vector<float> row(static_cast<std::size_t>(src.shape[0]));
-    std::vector<std::uint8_t> want(static_cast<std::size_t>(row_bytes(p.to, src.shape[0])));
+    const GgufTensorInfo& ref = *reference.find_tensor(p.name);
+    const GgufTensorInfo& found = *searched.find_tensor(p.name);
+    ASSERT_EQ(ref.type, p.to) << p.name;
+    ASSERT_EQ(found.type, p.to) << p.name;
+    ASSERT_EQ(ref.shape, src.shape) << p.name;
+    const std::int64_t cols = src.shape[0];
+    std::vector<float> row(static_cast<std::size_t>(cols)), back(row.size()), ones(row.size(), 1.0f);
+    std::vector<std::uint8_t> want(static_cast<std::size_t>(row_bytes(p.to, cols)));
     for (std::int64_t r = 0; r < src.rows(); ++r) {
-      dequantize_row(src.type, src.data + r * row_bytes(src.type, src.shape[0]), row.data(), src.shape[0]);
-      quantize_row(p.to, row.data(), want.data(), src.shape[0]);
-      ASSERT_EQ(std::memcmp(want.data(), dst.data + r * want.size(), want.size()), 0) << p.name << " row " << r;
+      dequantize_row(src.type, src.data + r * row_bytes(src.type, cols), row.data(), cols);
+      quantize_row(p.to, row.data(), want.data(), cols);
+      ASSERT_EQ(std::memcmp(want.data(), ref.data + r * want.size(), want.size()), 0) << p.name << " row " << r;
+      quantize_row_weighted(p.to, row.data(), ones.data(), want.data(), cols);
+      ASSERT_EQ(std::memcmp(want.data(), found.data + r * want.size(), want.size()), 0) << p.name << " row " << r;
+      auto error_of = [&](const std::uint8_t* encoded) {
+        dequantize_row(p.to, encoded, back.data(), cols);
+        double e = 0;
+        for (std::int64_t c = 0; c < cols; ++c) e += std::pow(row[static_cast<std::size_t>(c)] - back[static_cast<std::size_t>(c)], 2);
+        return e;
+      };
+      const double e_ref = error_of(ref.data + r * want.size()), e_found = error_of(found.data + r * want.size());
+      ASSERT_LE(e_found, e_ref * (1 + 1e-6)) << p.name << " row " << r;
+      searched_better += e_found < e_ref ? 1 : 0;
     }
-    bytes += dst.size_bytes;
+    bytes += ref.size_bytes;
   }
+  EXPECT_GT(searched_better, 0);
   EXPECT_EQ(s.output_bytes, bytes);
   EXPECT_EQ(s.requantized, 0);
   EXPECT_NEAR(s.bits_per_weight(), 8.0 * static_cast<double>(bytes) / static_cast<double>(s.parameters), 1e-9);
