@@ -121,9 +121,10 @@ void Matmul(benchmark::State& state, Shape shape, MatmulPrecision precision) {
   const std::int64_t n = state.range(0);
   const std::int64_t m = shape.rows, k = shape.cols;
   const std::size_t w_bytes = static_cast<std::size_t>(row_bytes(shape.type, k) * m);
-  // At batch 1, cycle through enough copies of the matrix to miss every cache,
-  // as a forward pass does over its layers.
-  const std::size_t copies = n == 1 ? std::max<std::size_t>(1, (std::size_t{256} << 20) / w_bytes) : 1;
+  // At decode batches (speculative verification included), cycle through
+  // enough copies of the matrix to miss every cache, as a forward pass does
+  // over its layers.
+  const std::size_t copies = n <= 8 ? std::max<std::size_t>(1, (std::size_t{256} << 20) / w_bytes) : 1;
   Buffer weights(w_bytes * copies);
   fill_weights(shape.type, static_cast<std::byte*>(weights.data()), w_bytes * copies);
   std::vector<float> x(static_cast<std::size_t>(n * k)), y(static_cast<std::size_t>(n * m));
@@ -164,7 +165,7 @@ void register_all() {
     for (const Shape& s : kShapes) {
       const std::string name = std::string("Matmul/") + (precision == MatmulPrecision::kQ8 ? "q8/" : "f32/") + s.name;
       auto* b = benchmark::RegisterBenchmark(name.c_str(), Matmul, s, precision);
-      b->Arg(1)->Arg(32);
+      b->Arg(1)->Arg(2)->Arg(5)->Arg(8)->Arg(32);
       if (s.prefill) b->Arg(512);
       b->ArgName("batch")->Unit(benchmark::kMicrosecond);
       if (bench_threads() > 1) b->UseRealTime();

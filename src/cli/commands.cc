@@ -13,6 +13,7 @@ void register_commands(CLI::App& app) {
   add_kv_calc(app);
   add_serve(app);
   add_bench(app);
+  add_quantize(app);
 }
 
 std::string default_model_path() {

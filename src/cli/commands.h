@@ -17,6 +17,7 @@ void add_tokenize(CLI::App& app);
 void add_kv_calc(CLI::App& app);
 void add_serve(CLI::App& app);
 void add_bench(CLI::App& app);
+void add_quantize(CLI::App& app);
 
 // The default model's path in the models cache (FOLIO_MODELS overrides).
 std::string default_model_path();

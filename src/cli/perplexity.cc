@@ -2,7 +2,10 @@
 // llama-perplexity uses (see engine/perplexity.h).
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -20,7 +23,22 @@ struct PerplexityCliOptions {
   std::string file;
   PerplexityOptions ppl;
   std::string kv_dtype = "f16";
+  std::string kl_base;  // --kl-divergence BASE_MODEL
+  std::string base_kv_dtype = "f16";
 };
+
+void print_kl_divergence(const KlDivergenceResult& r) {
+  std::printf("Final estimate: PPL = %.4f +/- %.5f\n", r.model.perplexity(), r.model.perplexity_error());
+  std::printf("Base PPL:       %.4f +/- %.5f\n", r.base.perplexity(), r.base.perplexity_error());
+  std::printf("ln(PPL/base):   %+.5f\n", std::log(r.model.perplexity() / r.base.perplexity()));
+  std::printf("Mean KLD:       %.6f +/- %.6f\n", r.mean(), r.mean_error());
+  std::printf("Median KLD:     %.6f\n", r.quantile(0.5));
+  std::printf("99.0%% KLD:      %.6f\n", r.quantile(0.99));
+  std::printf("Maximum KLD:    %.6f\n", r.quantile(1.0));
+  const double same = r.same_top_fraction();
+  const double se = r.count > 1 ? std::sqrt(same * (1 - same) / static_cast<double>(r.count - 1)) : 0.0;
+  std::printf("Same top p:     %.3f +/- %.3f %%\n", 100 * same, 100 * se);
+}
 
 void run(const PerplexityCliOptions& o) {
   std::ifstream in(o.file, std::ios::binary);
@@ -31,9 +49,26 @@ void run(const PerplexityCliOptions& o) {
   std::vector<TokenId> tokens = session->tokenizer->encode(text.str(), /*add_special=*/true, /*parse_special=*/false);
   PerplexityOptions options = o.ppl;
   options.kv_dtype = kv_cache_dtype_from_flag(o.kv_dtype);
+  options.base_kv_dtype = kv_cache_dtype_from_flag(o.base_kv_dtype);
   std::fprintf(stderr, "%s: %zu tokens, ctx %lld%s\n", o.file.c_str(), tokens.size(), static_cast<long long>(options.ctx),
                options.stride > 0 ? fmt::format(", stride {}", options.stride).c_str() : "");
   const auto start = std::chrono::steady_clock::now();
+  if (!o.kl_base.empty()) {
+    ModelOptions base_options = o.model;
+    base_options.model = o.kl_base;
+    auto base = open_model(base_options);
+    const bool tty = ::isatty(STDERR_FILENO) == 1;  // a live line at a terminal, one line per window in a log
+    KlDivergenceResult r = compute_kl_divergence(*base, *session, tokens, options,
+                                                 [tty](std::int64_t done, std::int64_t total, double kld) {
+      std::fprintf(stderr, "%s[%lld/%lld] mean KLD %.6f%s", tty ? "\r" : "", static_cast<long long>(done),
+                   static_cast<long long>(total), kld, !tty || done == total ? "\n" : "");
+    });
+    print_kl_divergence(r);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::fprintf(stderr, "%lld windows, %lld tokens scored against %s, %.1f s\n", static_cast<long long>(r.model.num_chunks),
+                 static_cast<long long>(r.count), o.kl_base.c_str(), seconds);
+    return;
+  }
   PerplexityResult r = compute_perplexity(*session, tokens, options, [](std::int64_t done, std::int64_t total, double ppl) {
     std::fprintf(stdout, "[%lld]%.4f,", static_cast<long long>(done), ppl);
     std::fflush(stdout);
@@ -58,6 +93,12 @@ void add_perplexity(CLI::App& app) {
   cmd->add_option("--chunks", o->ppl.max_chunks, "Evaluate at most this many windows (0: all)");
   cmd->add_option("-b,--batch", o->ppl.batch, "Tokens per forward pass");
   cmd->add_option("--kv-cache-dtype", o->kv_dtype, kKvCacheDTypeHelp);
+  cmd->add_option("--kl-divergence", o->kl_base,
+                  "BASE_MODEL: also run this model (e.g. the unquantized one) and report the KL divergence of -m's "
+                  "next-token distributions from it, and how often their top tokens agree");
+  cmd->add_option("--base-kv-cache-dtype", o->base_kv_dtype,
+                  "KV cache types of the --kl-divergence model (default f16; with -m the same file, this measures "
+                  "what a quantized KV cache costs)");
   cmd->callback([o] { run(*o); });
 }
 

@@ -58,6 +58,8 @@ std::shared_ptr<ModelSession> open_model_session(const ModelSessionOptions& o) {
   } else {
     s->backend = make_backend(o.backend, o.threads);
   }
+  if (o.matmul_observer != nullptr)
+    s->backend = std::make_unique<ObservingBackend>(std::move(s->backend), *o.matmul_observer);
   s->loaded = load_model(o.model_path, *s->backend);
   warm_pages(o.model_path, s->loaded.mapped_bytes(), o.show_progress);
   if (s->loaded.file) {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "backend/backend.h"
+#include "backend/observing_backend.h"
 #include "model/model_loader.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -21,6 +22,8 @@ struct ModelSessionOptions {
   std::string precision = "q8";      // matmul activations: q8 (fast) or f32 (accurate)
   std::string cpu_level;             // cap on the SIMD level: avx512, avx2, scalar
   bool show_progress = false;        // a progress line on stderr while the file is read
+  // Shown every matmul (calibration); it must outlive the session.
+  MatmulObserver* matmul_observer = nullptr;
 };
 
 struct ModelSession {

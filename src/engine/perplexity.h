@@ -23,6 +23,7 @@ struct PerplexityOptions {
   std::int64_t max_chunks = 0;   // 0: all that the text holds
   std::int64_t batch = 512;      // tokens per forward pass
   KvCacheDType kv_dtype;         // K and V cache types (f16 both by default)
+  KvCacheDType base_kv_dtype;    // compute_kl_divergence: the base model's cache types
 };
 
 struct PerplexityResult {
@@ -43,6 +44,29 @@ using PerplexityProgress = std::function<void(std::int64_t, std::int64_t, double
 // many tokens are needed).
 PerplexityResult compute_perplexity(ModelSession& session, std::span<const TokenId> tokens,
                                     const PerplexityOptions& options, const PerplexityProgress& progress = {});
+
+// How far a model's next-token distributions are from a base model's (the
+// same model before quantization, say) over the same windows: KL(base || model)
+// per scored position, and how often both rank the same token first.
+struct KlDivergenceResult {
+  PerplexityResult base;          // the base model's perplexity over the windows
+  PerplexityResult model;         // the model's
+  double kld_sum = 0;             // nats
+  double kld_sq_sum = 0;
+  std::int64_t count = 0;         // scored positions
+  std::int64_t same_top = 0;      // positions where both models' top token agrees
+  std::vector<double> values;     // KL divergence of each scored position
+  double mean() const;
+  double mean_error() const;      // standard error of the mean
+  double quantile(double q) const;  // of the per-position values, q in [0, 1]
+  double same_top_fraction() const;
+};
+
+// Runs both models over the windows of `tokens` (see PerplexityOptions);
+// progress reports the running mean KL divergence. Throws Error when the
+// vocabularies differ in size.
+KlDivergenceResult compute_kl_divergence(ModelSession& base, ModelSession& model, std::span<const TokenId> tokens,
+                                         const PerplexityOptions& options, const PerplexityProgress& progress = {});
 
 // -log softmax(logits)[token], in double precision.
 double negative_log_likelihood(std::span<const float> logits, TokenId token);

@@ -71,4 +71,11 @@ std::uint64_t Weights::total_bytes() const {
   return n;
 }
 
+std::vector<std::string> Weights::names() const {
+  std::vector<std::string> out;
+  out.reserve(tensors_.size());
+  for (const auto& [name, tensor] : tensors_) out.push_back(name);
+  return out;
+}
+
 }  // namespace folio

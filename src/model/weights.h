@@ -44,6 +44,8 @@ class Weights {
   const Tensor* get_optional(std::string_view name, std::initializer_list<std::int64_t> shape) const;
 
   std::size_t num_tensors() const { return tensors_.size(); }
+  // The names of all tensors, in no particular order.
+  std::vector<std::string> names() const;
   std::uint64_t total_bytes() const;
   const std::string& source() const { return source_; }
   // Every tensor, by name (the order is unspecified).

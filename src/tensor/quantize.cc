@@ -1,6 +1,7 @@
 // Reference quantization: float rows into GGUF blocks with the float32
 // arithmetic of gguf.quants, step for step, so the bytes match the package's
-// wherever its numpy code is defined (see to_code for where it is not).
+// wherever its numpy code is defined (see to_code for where it is not); and
+// the dispatch to the scale-searching encoders (weighted_encoders.h).
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -9,6 +10,7 @@
 #include "tensor/half.h"
 #include "tensor/quant_blocks.h"
 #include "tensor/quantize.h"
+#include "tensor/weighted_encoders.h"
 
 // Bit-exactness needs every multiply and add rounded on its own: a compiler
 // allowed to fuse them (GCC does so by default when FMA is enabled) would
@@ -206,31 +208,43 @@ void encode_q8_k(const float* x, void* dst, std::int64_t num_blocks) {
 
 using EncodeFn = void (*)(const float* src, void* dst, std::int64_t num_blocks);
 
+// A type's encoders: `exact` reproduces gguf's bytes, `weighted` searches
+// scales for the least importance-weighted error (see quantize.h for when each
+// runs). Either may be missing.
 struct Encoder {
   DType type;
-  EncodeFn encode;
+  EncodeFn exact;
+  WeightedEncodeFn weighted;
 };
 
 constexpr Encoder kEncoders[] = {
-    {DType::F32, encode_f32},   {DType::F16, encode_f16},   {DType::BF16, encode_bf16},
-    {DType::Q4_0, encode_q4_0}, {DType::Q4_1, encode_q4_1}, {DType::Q5_0, encode_q5_0},
-    {DType::Q5_1, encode_q5_1}, {DType::Q8_0, encode_q8_0}, {DType::Q8_K, encode_q8_k},
+    {DType::F32, encode_f32, nullptr},
+    {DType::F16, encode_f16, nullptr},
+    {DType::BF16, encode_bf16, nullptr},
+    {DType::Q4_0, encode_q4_0, encode_weighted_q4_0},
+    {DType::Q4_1, encode_q4_1, encode_weighted_q4_1},
+    {DType::Q5_0, encode_q5_0, encode_weighted_q5_0},
+    {DType::Q5_1, encode_q5_1, encode_weighted_q5_1},
+    {DType::Q8_0, encode_q8_0, encode_weighted_q8_0},
+    {DType::Q8_K, encode_q8_k, nullptr},
+    {DType::Q2_K, nullptr, encode_q2_k},
+    {DType::Q3_K, nullptr, encode_q3_k},
+    {DType::Q4_K, nullptr, encode_q4_k},
+    {DType::Q5_K, nullptr, encode_q5_k},
+    {DType::Q6_K, nullptr, encode_q6_k},
 };
 
-EncodeFn find_encoder(DType type) {
+const Encoder* find_encoder(DType type) {
   for (const auto& e : kEncoders)
-    if (e.type == type) return e.encode;
+    if (e.type == type) return &e;
   return nullptr;
 }
 
-}  // namespace
-
-bool can_quantize(DType type) { return find_encoder(type) != nullptr; }
-
-void quantize_row(DType type, const float* src, void* dst, std::int64_t n) {
+// The encoder for a row of n elements of `type`, or a clear error.
+const Encoder& checked_encoder(DType type, std::int64_t n) {
   const DTypeInfo& t = info(type);
-  const EncodeFn encode = find_encoder(type);
-  if (encode == nullptr) {
+  const Encoder* encoder = find_encoder(type);
+  if (encoder == nullptr) {
     std::string known;
     for (const auto& e : kEncoders) known += std::string(known.empty() ? "" : ", ") + std::string(name(e.type));
     fail("folio cannot quantize to {}; it quantizes to {}", t.name, known);
@@ -238,7 +252,35 @@ void quantize_row(DType type, const float* src, void* dst, std::int64_t n) {
   if (n < 0 || n % t.block_elems != 0)
     fail("cannot quantize a row of {} elements to {}: a row must be a whole number of blocks of {}", n, t.name,
          t.block_elems);
-  encode(src, dst, n / t.block_elems);
+  return *encoder;
+}
+
+}  // namespace
+
+bool can_quantize(DType type) { return find_encoder(type) != nullptr; }
+
+void quantize_row(DType type, const float* src, void* dst, std::int64_t n) {
+  const Encoder& encoder = checked_encoder(type, n);
+  const std::int64_t num_blocks = n / info(type).block_elems;
+  if (encoder.exact != nullptr)
+    encoder.exact(src, dst, num_blocks);
+  else
+    encoder.weighted(src, nullptr, dst, num_blocks);
+}
+
+void quantize_row_weighted(DType type, const float* src, const float* importance, void* dst, std::int64_t n) {
+  const Encoder& encoder = checked_encoder(type, n);
+  if (importance != nullptr) {
+    for (std::int64_t j = 0; j < n; ++j)
+      if (!(importance[j] >= 0.0f) || !std::isfinite(importance[j]))
+        fail("importance[{}] is {}; importance must be finite and non-negative (e.g. mean squared activations)", j,
+             importance[j]);
+  }
+  const std::int64_t num_blocks = n / info(type).block_elems;
+  if (encoder.weighted != nullptr && (importance != nullptr || encoder.exact == nullptr))
+    encoder.weighted(src, importance, dst, num_blocks);
+  else
+    encoder.exact(src, dst, num_blocks);
 }
 
 }  // namespace folio

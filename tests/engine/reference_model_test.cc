@@ -13,6 +13,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "model/model_loader.h"
 #include "support/greedy_runner.h"
+#include "support/llama_cpp_golden.h"
 #include "support/test_models.h"
 
 namespace folio {
@@ -93,31 +94,11 @@ TEST_P(ReferenceModelTest, NextTokensFollowLlamaCppAlongItsOwnContinuation) {
   const nlohmann::json golden = load_golden(GetParam().golden);
   CpuBackend backend(0, {}, MatmulPrecision::kQ8);
   LoadedModel model = load_model(path, backend);
-  const auto& cases = golden["llama_cpp"];
   GreedyRunner runner(backend, model, 128, 1, DType::F16);
-  const std::int64_t V = runner.vocab_size();
-
-  int steps = 0, agree = 0, decisive = 0, decisive_agree = 0;
-  double worst_disagreement_margin = 0;
-  for (std::size_t p = 0; p < cases.size(); ++p) {
-    std::vector<TokenId> ids = golden["token_ids"][p].get<std::vector<TokenId>>();
-    const std::size_t prompt_len = ids.size();
-    const auto want = cases[p]["tokens"].get<std::vector<TokenId>>();
-    const auto margins = cases[p]["margins"].get<std::vector<double>>();
-    ids.insert(ids.end(), want.begin(), want.end() - 1);
-    const std::vector<float> logits = runner.teacher_forced(ids);
-    for (std::size_t s = 0; s < want.size(); ++s) {
-      const float* row = logits.data() + (prompt_len - 1 + s) * V;
-      const auto ours = static_cast<TokenId>(std::max_element(row, row + V) - row);
-      ++steps;
-      if (ours == want[s]) ++agree;
-      if (margins[s] > kDecisiveMargin) {
-        ++decisive;
-        if (ours == want[s]) ++decisive_agree;
-      }
-      if (ours != want[s]) worst_disagreement_margin = std::max(worst_disagreement_margin, margins[s]);
-    }
-  }
+  const auto cases = folio::testing::llama_cpp_continuations(golden["token_ids"], golden["llama_cpp"]);
+  const folio::testing::TrajectoryAgreement a = folio::testing::follow_llama_cpp(runner, cases, kDecisiveMargin);
+  const int agree = a.agree, steps = a.steps, decisive = a.decisive, decisive_agree = a.decisive_agree;
+  const double worst_disagreement_margin = a.worst_disagreement_margin;
   std::printf("[%s] next token equal to llama.cpp's at %d/%d steps (%.1f%%); at all %d/%d steps where llama.cpp's "
               "top-1/top-2 margin exceeds %.2f; largest llama.cpp margin where they differ %.3f\n",
               GetParam().golden, agree, steps, 100.0 * agree / steps, decisive_agree, decisive, kDecisiveMargin,

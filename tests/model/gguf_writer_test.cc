@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "model/gguf_file.h"
+#include "support/temp_path.h"
 #include "support/test_models.h"
 
 namespace folio {
@@ -25,24 +26,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-// A file path unique to this test and process, removed when the test ends.
-class TempPath {
- public:
-  TempPath() {
-    const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
-    std::string file = fmt::format("folio_{}_{}_{}.gguf", test->test_suite_name(), test->name(), ::getpid());
-    std::replace(file.begin(), file.end(), '/', '_');  // parameterised tests have a / in their names
-    path_ = (std::filesystem::temp_directory_path() / file).string();
-  }
-  ~TempPath() {
-    std::filesystem::remove(path_);
-    std::filesystem::remove(path_ + ".part");
-  }
-  const std::string& str() const { return path_; }
-
- private:
-  std::string path_;
-};
+using folio::testing::TempPath;
 
 std::vector<std::uint8_t> pattern(std::size_t n, std::uint8_t seed) {
   std::vector<std::uint8_t> v(n);

@@ -89,4 +89,28 @@ std::vector<std::vector<TokenId>> GreedyRunner::greedy(const std::vector<std::ve
   return out;
 }
 
+TrajectoryAgreement follow_llama_cpp(GreedyRunner& runner, const std::vector<LlamaCppContinuation>& cases,
+                                     double decisive_margin) {
+  const auto V = static_cast<std::size_t>(runner.vocab_size());
+  TrajectoryAgreement a;
+  for (const LlamaCppContinuation& c : cases) {
+    std::vector<TokenId> ids = c.prompt;
+    ids.insert(ids.end(), c.tokens.begin(), c.tokens.end() - 1);
+    const std::vector<float> logits = runner.teacher_forced(ids);
+    for (std::size_t s = 0; s < c.tokens.size(); ++s) {
+      const float* row = logits.data() + (c.prompt.size() - 1 + s) * V;
+      const auto ours = static_cast<TokenId>(std::max_element(row, row + V) - row);
+      const bool same = ours == c.tokens[s];
+      ++a.steps;
+      a.agree += same ? 1 : 0;
+      if (c.margins[s] > decisive_margin) {
+        ++a.decisive;
+        a.decisive_agree += same ? 1 : 0;
+      }
+      if (!same) a.worst_disagreement_margin = std::max(a.worst_disagreement_margin, c.margins[s]);
+    }
+  }
+  return a;
+}
+
 }  // namespace folio::testing

@@ -43,4 +43,27 @@ class GreedyRunner {
   std::vector<std::int32_t> tables_;
 };
 
+// A greedy continuation of llama.cpp's (from a golden): its tokens and its
+// top-1/top-2 logit margin at each step.
+struct LlamaCppContinuation {
+  std::vector<TokenId> prompt;
+  std::vector<TokenId> tokens;
+  std::vector<double> margins;
+};
+
+struct TrajectoryAgreement {
+  int steps = 0;
+  int agree = 0;               // steps where folio's top token is llama.cpp's
+  int decisive = 0;            // steps where llama.cpp's margin exceeds the threshold
+  int decisive_agree = 0;
+  double worst_disagreement_margin = 0;  // llama.cpp's largest margin where the two differ
+};
+
+// Walks llama.cpp's own trajectories: folio reads each prompt plus llama.cpp's
+// continuation teacher-forced and picks its next token at every step (after a
+// near-tie the two would otherwise write different texts, and nothing later
+// would be comparable).
+TrajectoryAgreement follow_llama_cpp(GreedyRunner& runner, const std::vector<LlamaCppContinuation>& cases,
+                                     double decisive_margin);
+
 }  // namespace folio::testing

@@ -168,10 +168,9 @@ TEST(QuantBlocks, DequantizableFlagsMatchTheDequantizers) {
 
 TEST(QuantBlocks, CanQuantize) {
   for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
-                     DType::Q8_0, DType::Q8_K})
+                     DType::Q8_0, DType::Q8_K, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K})
     EXPECT_TRUE(can_quantize(type)) << name(type);
-  for (DType type : {DType::Q8_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL,
-                     DType::I8, DType::MXFP4})
+  for (DType type : {DType::Q8_1, DType::IQ4_NL, DType::IQ2_XXS, DType::I8, DType::MXFP4})
     EXPECT_FALSE(can_quantize(type)) << name(type);
 }
 
@@ -574,6 +573,352 @@ TEST(RoundTrip, HalfTypes) {
   EXPECT_EQ(x, y);
 }
 
+// ---- K-quants and importance-weighted encoding ------------------------------
+
+constexpr DType kKQuants[] = {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+constexpr DType kLegacyBlockTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0};
+
+std::vector<float> gaussian(std::size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(n);
+  for (auto& v : x) v = normal(rng);
+  return x;
+}
+
+// Gaussian with 1% of the elements 10x larger: the outliers real weight
+// matrices have, which stretch a block's range.
+std::vector<float> with_outliers(std::size_t n, unsigned seed) {
+  std::vector<float> x = gaussian(n, seed);
+  std::mt19937 rng(seed + 1);
+  for (auto& v : x)
+    if (rng() % 100 == 0) v *= 10.0f;
+  return x;
+}
+
+// x as rows of row_len, each encoded on its own (with importance per column,
+// or none), then decoded.
+std::vector<float> round_trip(DType type, const std::vector<float>& x, std::int64_t row_len,
+                              const std::vector<float>* importance = nullptr) {
+  std::vector<char> q(static_cast<std::size_t>(row_bytes(type, row_len)));
+  std::vector<float> y(x.size());
+  for (std::size_t r = 0; r < x.size(); r += static_cast<std::size_t>(row_len)) {
+    quantize_row_weighted(type, x.data() + r, importance ? importance->data() : nullptr, q.data(), row_len);
+    dequantize_row(type, q.data(), y.data() + r, row_len);
+  }
+  return y;
+}
+
+std::vector<char> encoded(DType type, const std::vector<float>& x, const float* importance = nullptr) {
+  std::vector<char> q(static_cast<std::size_t>(row_bytes(type, static_cast<std::int64_t>(x.size()))));
+  quantize_row_weighted(type, x.data(), importance, q.data(), static_cast<std::int64_t>(x.size()));
+  return q;
+}
+
+double relative_rms(const std::vector<float>& x, const std::vector<float>& y) {
+  double error = 0.0;
+  double norm = 0.0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    error += (static_cast<double>(x[i]) - y[i]) * (static_cast<double>(x[i]) - y[i]);
+    norm += static_cast<double>(x[i]) * x[i];
+  }
+  return std::sqrt(error / norm);
+}
+
+// sum_i importance[i % row_len] * (x[i] - y[i])^2 over elements [begin, end).
+double weighted_error(const std::vector<float>& x, const std::vector<float>& y, const std::vector<float>& importance,
+                      std::size_t begin = 0, std::size_t end = SIZE_MAX) {
+  double error = 0.0;
+  for (std::size_t i = begin; i < std::min(end, x.size()); ++i)
+    error +=
+        importance[i % importance.size()] * (static_cast<double>(x[i]) - y[i]) * (static_cast<double>(x[i]) - y[i]);
+  return error;
+}
+
+// Twice or more the relative RMS error a type makes on Gaussian rows: a bound
+// for the checks that the search stays sane on unusual rows.
+double sane_error(DType type) {
+  switch (type) {
+    case DType::Q2_K:
+      return 0.4;
+    case DType::Q3_K:
+      return 0.25;
+    default:
+      return 0.1;
+  }
+}
+
+TEST(KQuant, RoundTripErrorIsBounded) {
+  // Relative RMS error over 64K elements, measured with a few percent of
+  // headroom: the search gives Q2_K 0.263 / 0.269, Q3_K 0.143 / 0.185, Q4_K
+  // 0.0701 / 0.0910, Q5_K 0.0345 / 0.0450 and Q6_K 0.0167 / 0.0263
+  // (Gaussian / outliers) on rows of 4096.
+  struct Case {
+    DType type;
+    double gaussian_bound;
+    double outlier_bound;
+  };
+  const Case cases[] = {{DType::Q2_K, 0.272, 0.280},
+                        {DType::Q3_K, 0.149, 0.193},
+                        {DType::Q4_K, 0.073, 0.095},
+                        {DType::Q5_K, 0.036, 0.047},
+                        {DType::Q6_K, 0.0175, 0.0275}};
+  const std::size_t n = 65536;
+  const std::vector<float> g = gaussian(n, 11);
+  const std::vector<float> o = with_outliers(n, 12);
+  for (const std::int64_t row_len : {256, 512, 4096}) {
+    double previous_gaussian = 1.0;
+    double previous_outlier = 1.0;
+    for (const Case& c : cases) {
+      const double eg = relative_rms(g, round_trip(c.type, g, row_len));
+      const double eo = relative_rms(o, round_trip(c.type, o, row_len));
+      EXPECT_LT(eg, c.gaussian_bound) << name(c.type) << " rows of " << row_len;
+      EXPECT_LT(eo, c.outlier_bound) << name(c.type) << " rows of " << row_len;
+      // More bits, less error: Q6_K < Q5_K < Q4_K < Q3_K < Q2_K.
+      EXPECT_LT(eg, previous_gaussian) << name(c.type);
+      EXPECT_LT(eo, previous_outlier) << name(c.type);
+      previous_gaussian = eg;
+      previous_outlier = eo;
+    }
+    // Q4_K spends the same 4.5 bits per weight as Q4_0 and must not do worse.
+    EXPECT_LE(relative_rms(g, round_trip(DType::Q4_K, g, row_len)),
+              relative_rms(g, round_trip(DType::Q4_0, g, row_len)));
+    EXPECT_LE(relative_rms(o, round_trip(DType::Q4_K, o, row_len)),
+              relative_rms(o, round_trip(DType::Q4_0, o, row_len)));
+  }
+}
+
+TEST(KQuant, EveryElementLandsNearItsValue) {
+  // No element may be far off, whichever code it got: at most two steps of
+  // its super-block's largest scale (Q2_K, Q4_K, Q5_K: 3, 15 or 31 steps span
+  // a sub-block; Q3_K, Q6_K: 4 or 32 steps span half of it).
+  const std::vector<float> x = with_outliers(16 * 256, 13);
+  for (DType type : kKQuants) {
+    const std::vector<float> y = round_trip(type, x, 4096);
+    const float steps = type == DType::Q2_K   ? 3.0f
+                        : type == DType::Q3_K ? 4.0f
+                        : type == DType::Q4_K ? 15.0f
+                        : type == DType::Q5_K ? 31.0f
+                                              : 32.0f;
+    for (std::size_t b = 0; b < x.size(); b += 256) {
+      float amax = 0.0f;
+      for (std::size_t j = b; j < b + 256; ++j) amax = std::max(amax, std::fabs(x[j]));
+      for (std::size_t j = b; j < b + 256; ++j)
+        ASSERT_LE(std::fabs(x[j] - y[j]), 2.0f * amax / steps) << name(type) << " element " << j;
+    }
+  }
+}
+
+TEST(KQuant, AllZeroSuperBlocksDecodeToZero) {
+  std::vector<float> x = gaussian(1024, 14);
+  std::fill(x.begin() + 256, x.begin() + 512, 0.0f);                       // super-block 1: +0
+  for (std::size_t j = 768; j < 1024; ++j) x[j] = (j % 2) ? -0.0f : 0.0f;  // super-block 3: mixed zeros
+  for (DType type : kKQuants) {
+    const std::vector<float> y = round_trip(type, x, 1024);
+    for (std::size_t j = 256; j < 512; ++j) ASSERT_EQ(y[j], 0.0f) << name(type) << " " << j;
+    for (std::size_t j = 768; j < 1024; ++j) ASSERT_EQ(y[j], 0.0f) << name(type) << " " << j;
+    EXPECT_LT(
+        relative_rms(std::vector<float>(x.begin(), x.begin() + 256), std::vector<float>(y.begin(), y.begin() + 256)),
+        sane_error(type))
+        << name(type);
+    const std::vector<float> zeros(512, 0.0f);
+    EXPECT_EQ(round_trip(type, zeros, 512), zeros) << name(type);
+  }
+}
+
+TEST(KQuant, PositiveAndNegativeOnlyRows) {
+  // All-positive sub-blocks need a min of 0 (mins are stored as -dmin * m with
+  // m >= 0); all-negative ones use the min fully.
+  std::vector<float> x = gaussian(4096, 15);
+  for (std::size_t j = 0; j < 2048; ++j) x[j] = std::fabs(x[j]) + 0.5f;
+  for (std::size_t j = 2048; j < 4096; ++j) x[j] = -std::fabs(x[j]) - 0.5f;
+  for (DType type : kKQuants) EXPECT_LT(relative_rms(x, round_trip(type, x, 4096)), sane_error(type) / 2) << name(type);
+}
+
+TEST(KQuant, ExtremeMagnitudesStayFinite) {
+  const std::vector<float> g = gaussian(256, 16);
+  for (DType type : kKQuants) {
+    for (const float scale : {1e-30f, 1e-10f, 1e-3f, 1e3f, 1e6f, 1e10f, 1e30f, 1e38f}) {
+      std::vector<float> x(g);
+      for (auto& v : x) v *= scale;
+      const std::vector<float> y = round_trip(type, x, 256);
+      for (std::size_t j = 0; j < y.size(); ++j)
+        ASSERT_TRUE(std::isfinite(y[j])) << name(type) << " scale " << scale << " element " << j;
+      // Where the f16 super-block scale can hold the scales, the usual accuracy.
+      if (scale >= 1e-3f && scale <= 1e3f) {
+        EXPECT_LT(relative_rms(x, y), sane_error(type)) << name(type) << " scale " << scale;
+      }
+    }
+    // One huge element beside ordinary ones, and float's extremes.
+    std::vector<float> x(g);
+    x[7] = 3e38f;
+    x[100] = -std::numeric_limits<float>::max();
+    x[200] = std::numeric_limits<float>::denorm_min();
+    for (const float v : round_trip(type, x, 256)) ASSERT_TRUE(std::isfinite(v)) << name(type);
+  }
+}
+
+TEST(KQuant, RowsMustBeWholeSuperBlocks) {
+  std::vector<float> x(1024, 1.0f);
+  std::vector<char> q(1024);
+  for (DType type : kKQuants) {
+    for (const std::int64_t n : {32, 100, 300}) {
+      try {
+        quantize_row(type, x.data(), q.data(), n);
+        FAIL() << "no error for " << n;
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find(std::string(name(type))), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("256"), std::string::npos) << e.what();
+      }
+      EXPECT_THROW(quantize_row_weighted(type, x.data(), x.data(), q.data(), n), Error);
+    }
+    EXPECT_NO_THROW(quantize_row(type, x.data(), q.data(), 0));
+  }
+}
+
+TEST(KQuant, NonFiniteInputIsRefused) {
+  std::vector<char> q(1024);
+  for (DType type : kKQuants) {
+    for (const float bad : {std::numeric_limits<float>::quiet_NaN(), kInf, -kInf}) {
+      std::vector<float> x(512, 1.0f);
+      x[300] = bad;
+      try {
+        quantize_row(type, x.data(), q.data(), 512);
+        FAIL() << "no error";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("element 300"), std::string::npos) << e.what();
+      }
+    }
+  }
+}
+
+TEST(KQuant, QuantizeRowIsWeightedWithoutImportance) {
+  const std::vector<float> x = with_outliers(2048, 17);
+  for (DType type : kKQuants) {
+    std::vector<char> plain(static_cast<std::size_t>(row_bytes(type, 2048)));
+    quantize_row(type, x.data(), plain.data(), 2048);
+    EXPECT_EQ(plain, encoded(type, x)) << name(type);
+  }
+}
+
+TEST(WeightedQuantize, WithoutImportanceLegacyTypesAreQuantizeRow) {
+  // Ordinary data and everything gguf defines for the edge cases: zeros, a
+  // huge element, infinities, NaNs.
+  std::vector<float> x = with_outliers(4096, 18);
+  std::fill(x.begin() + 64, x.begin() + 96, 0.0f);
+  x[200] = 1e30f;
+  x[300] = kInf;
+  x[400] = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> importance = gaussian(4096, 19);
+  for (DType type : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q8_K, DType::F32,
+                     DType::F16, DType::BF16}) {
+    std::vector<char> plain(static_cast<std::size_t>(row_bytes(type, 4096)));
+    quantize_row(type, x.data(), plain.data(), 4096);
+    EXPECT_EQ(plain, encoded(type, x)) << name(type);
+    if (type == DType::Q8_K || type == DType::F32 || type == DType::F16 || type == DType::BF16) {  // no search
+      std::vector<float> positive(importance);
+      for (auto& v : positive) v = std::fabs(v);
+      EXPECT_EQ(plain, encoded(type, x, positive.data())) << name(type);
+    }
+  }
+}
+
+TEST(WeightedQuantize, LowersTheImportanceWeightedError) {
+  // Every 37th column matters 100x more, as a few outlier channels of the
+  // activations do. Encoding for that importance must cut the weighted error
+  // well below what an unweighted encoding makes (measured: to 0.24-0.42 of it).
+  std::vector<float> importance(4096, 1.0f);
+  for (std::size_t j = 0; j < importance.size(); j += 37) importance[j] = 100.0f;
+  const std::vector<float> x = gaussian(16 * 4096, 20);
+  for (DType type : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K,
+                     DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    const double unweighted = weighted_error(x, round_trip(type, x, 4096), importance);
+    const double weighted = weighted_error(x, round_trip(type, x, 4096, &importance), importance);
+    EXPECT_LT(weighted, 0.6 * unweighted) << name(type);
+  }
+}
+
+TEST(WeightedQuantize, LegacyTypesAreNeverWorseThanGguf) {
+  // Block by block, whatever the importance: the gguf-exact encoding is one of
+  // the candidates. Random importance spanning six decades, ordinary and
+  // outlier data, and the edge cases of f16 scales.
+  std::mt19937 rng(21);
+  std::uniform_real_distribution<float> decades(-3.0f, 3.0f);
+  std::vector<float> importance(4096);
+  for (auto& v : importance) v = std::pow(10.0f, decades(rng));
+  std::fill(importance.begin() + 128, importance.begin() + 160, 0.0f);  // a block nobody cares about
+  std::vector<float> x = with_outliers(8 * 4096, 22);
+  for (std::size_t j = 0; j < 32; ++j) x[4096 + j] *= 1e-6f;  // tiny: subnormal f16 scales
+  for (std::size_t j = 0; j < 32; ++j) x[8192 + j] *= 1e5f;   // huge: gguf's f16 scale overflows
+  std::fill(x.begin() + 12288, x.begin() + 12320, 0.0f);
+  for (DType type : kLegacyBlockTypes) {
+    const std::vector<float> exact = round_trip(type, x, 4096);
+    const std::vector<float> searched = round_trip(type, x, 4096, &importance);
+    int num_better = 0;
+    for (std::size_t b = 0; b < x.size(); b += 32) {
+      const double e_exact = weighted_error(x, exact, importance, b, b + 32);
+      const double e_searched = weighted_error(x, searched, importance, b, b + 32);
+      ASSERT_FALSE(std::isnan(e_searched)) << name(type) << " block " << b / 32;
+      if (std::isnan(e_exact)) continue;  // gguf's block decodes to infinities; ours must be finite (above)
+      ASSERT_LE(e_searched, e_exact) << name(type) << " block " << b / 32;
+      num_better += e_searched < e_exact;
+    }
+    EXPECT_GT(num_better, static_cast<int>(x.size() / 32 / 2)) << name(type) << ": the search rarely helps";
+    for (std::size_t j = 8192; j < 8224; ++j) ASSERT_TRUE(std::isfinite(searched[j])) << name(type);
+  }
+}
+
+TEST(WeightedQuantize, ZeroImportanceColumnsStaySane) {
+  // Half of every super-block's importance is zero: those elements do not
+  // count, but must still decode to finite values in the block's range.
+  std::vector<float> importance(4096, 1.0f);
+  for (std::size_t j = 0; j < importance.size(); ++j)
+    if ((j / 64) % 2 == 0) importance[j] = 0.0f;
+  const std::vector<float> all_zero(4096, 0.0f);
+  const std::vector<float> x = gaussian(4 * 4096, 23);
+  for (DType type : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K,
+                     DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    const std::vector<float> y = round_trip(type, x, 4096, &importance);
+    float amax = 0.0f;
+    for (const float v : x) amax = std::max(amax, std::fabs(v));
+    for (const float v : y) ASSERT_LE(std::fabs(v), 1.5f * amax) << name(type);
+    // The columns that count are encoded at least as well as without
+    // importance: guaranteed block by block for the 32-element types; the
+    // K-quants' search is a heuristic whose super-block scales couple their
+    // sub-blocks, so there it holds within a few percent.
+    const bool k_quant = info(type).block_elems == 256;
+    EXPECT_LE(weighted_error(x, y, importance),
+              (k_quant ? 1.05 : 1.0) * weighted_error(x, round_trip(type, x, 4096), importance))
+        << name(type);
+    // All-zero importance is no information: K-quants encode as without it,
+    // the 32-element types search for the plain squared error.
+    if (k_quant) {
+      const std::vector<float> row(x.begin(), x.begin() + 4096);
+      EXPECT_EQ(encoded(type, row, all_zero.data()), encoded(type, row)) << name(type);
+    } else {
+      EXPECT_LE(relative_rms(x, round_trip(type, x, 4096, &all_zero)), relative_rms(x, round_trip(type, x, 4096)))
+          << name(type);
+    }
+  }
+}
+
+TEST(WeightedQuantize, BadImportanceIsRefused) {
+  std::vector<float> x(256, 1.0f);
+  std::vector<char> q(1024);
+  for (const float bad : {-1.0f, std::numeric_limits<float>::quiet_NaN(), kInf}) {
+    std::vector<float> importance(256, 1.0f);
+    importance[17] = bad;
+    for (DType type : {DType::Q4_0, DType::Q4_K, DType::F16}) {
+      try {
+        quantize_row_weighted(type, x.data(), importance.data(), q.data(), 256);
+        FAIL() << "no error for " << bad;
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("importance[17]"), std::string::npos) << e.what();
+      }
+    }
+  }
+}
+
 // ---- errors ----------------------------------------------------------------
 
 TEST(Errors, RowsMustBeWholeBlocks) {
@@ -604,12 +949,14 @@ TEST(Errors, UnsupportedTypesAreNamed) {
     EXPECT_NE(std::string(e.what()).find("iq2_xxs"), std::string::npos) << e.what();
   }
   try {
-    quantize_row(DType::Q4_K, out.data(), buf.data(), 256);
+    quantize_row(DType::IQ4_NL, out.data(), buf.data(), 256);
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("q4_k"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("iq4_nl"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("q8_0"), std::string::npos) << e.what();  // says what does work
+    EXPECT_NE(std::string(e.what()).find("q6_k"), std::string::npos) << e.what();
   }
+  EXPECT_THROW(quantize_row_weighted(DType::IQ4_NL, out.data(), nullptr, buf.data(), 256), Error);
   EXPECT_THROW(quantize_row(DType::Q8_1, out.data(), buf.data(), 32), Error);
   EXPECT_THROW(dequantize_row(DType::Q8_1, buf.data(), out.data(), 32), Error);
 }

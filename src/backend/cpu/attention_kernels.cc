@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 
 #include "backend/cpu/cpu_features.h"
 #include "core/error.h"
@@ -63,17 +64,6 @@ struct PartitionArgs {
   int num_queries;         // 1 .. kMaxQueries, in position order
   QueryArgs queries[kMaxQueries];
 };
-
-// Dot product of a query head with a key already converted to floats: 8
-// lanes, one fused multiply-add per 8 dimensions in order, then hsum.
-inline float dot(const float* q, const float* k, std::int64_t n) {
-  __m256 acc = _mm256_setzero_ps();
-  std::int64_t d = 0;
-  for (; d + 8 <= n; d += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), _mm256_loadu_ps(k + d), acc);
-  float s = simd::hsum(acc);
-  for (; d < n; ++d) s += q[d] * k[d];
-  return s;
-}
 
 // Row decoders, one per cache type: 8 lanes at a time, each number
 // code * scale in one rounding, as tensor/kv_dtype.cc's decode_kv_row.
@@ -140,6 +130,63 @@ inline void axpby(float* acc, float c, float p, const float* v, std::int64_t n) 
   for (; d < n; ++d) acc[d] = p * v[d] + c * acc[d];
 }
 
+// Dot products of one query head with 8 keys (rows of `keys`, `stride` floats
+// apart). Each is computed alone, the same way whichever keys and queries
+// share the call: 8 lanes, one fused multiply-add per 8 dimensions in order,
+// the lanes summed as simd::hsum sums them, then the scalar tail. Summing the
+// eight keys' lanes in one transpose costs less than eight hsums.
+inline void dot8(const float* q, const float* keys, std::int64_t stride, std::int64_t n, float* out) {
+  __m256 acc[8];
+  for (auto& a : acc) a = _mm256_setzero_ps();
+  const std::int64_t n8 = n / 8 * 8;
+  for (std::int64_t d = 0; d < n8; d += 8) {
+    const __m256 qv = _mm256_loadu_ps(q + d);
+    for (int k = 0; k < 8; ++k) acc[k] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(keys + k * stride + d), acc[k]);
+  }
+  // hsum's order per key: (lo + hi), then lanes (0 + 2, 1 + 3), then 0 + 1.
+  __m256 half[4];  // [key 2i: lanes 0-3 | key 2i+1: lanes 0-3], each lo + hi
+  for (int i = 0; i < 4; ++i)
+    half[i] = _mm256_add_ps(_mm256_permute2f128_ps(acc[2 * i], acc[2 * i + 1], 0x20),
+                            _mm256_permute2f128_ps(acc[2 * i], acc[2 * i + 1], 0x31));
+  __m256 quarter[2];  // per 128-bit lane: [key a: l0+l2, l1+l3, key b: l0+l2, l1+l3]
+  for (int i = 0; i < 2; ++i)
+    quarter[i] = _mm256_add_ps(_mm256_shuffle_ps(half[2 * i], half[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                               _mm256_shuffle_ps(half[2 * i], half[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  // Lanes now hold keys 0, 2, 4, 6, 1, 3, 5, 7.
+  const __m256 sums = _mm256_add_ps(_mm256_shuffle_ps(quarter[0], quarter[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                    _mm256_shuffle_ps(quarter[0], quarter[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  _mm256_storeu_ps(out, _mm256_permutevar8x32_ps(sums, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  for (int k = 0; k < 8; ++k)
+    for (std::int64_t d = n8; d < n; ++d) out[k] += q[d] * keys[k * stride + d];
+}
+
+// V vectors (8 V floats) of acc: acc = acc * c, then acc += p[r] * rows[r]
+// for r in [0, count), in registers.
+template <int V>
+inline void accumulate_vectors(float* acc, __m256 c, const float* p, const float* rows, std::int64_t stride,
+                               std::int64_t count) {
+  __m256 a[V];
+  for (int v = 0; v < V; ++v) a[v] = _mm256_mul_ps(c, _mm256_loadu_ps(acc + 8 * v));
+  for (std::int64_t r = 0; r < count; ++r) {
+    const __m256 pv = _mm256_set1_ps(p[r]);
+    const float* row = rows + r * stride;
+    for (int v = 0; v < V; ++v) a[v] = _mm256_fmadd_ps(pv, _mm256_loadu_ps(row + 8 * v), a[v]);
+  }
+  for (int v = 0; v < V; ++v) _mm256_storeu_ps(acc + 8 * v, a[v]);
+}
+
+// acc = acc * c, then acc += p[r] * rows[r] for r in [0, count): axpby's
+// operations in its order, each element on its own.
+inline void accumulate_rows(float* acc, float c, const float* p, const float* rows, std::int64_t stride,
+                            std::int64_t count, std::int64_t n) {
+  const __m256 cv = _mm256_set1_ps(c);
+  std::int64_t d = 0;
+  for (; d + 64 <= n; d += 64) accumulate_vectors<8>(acc + d, cv, p, rows + d, stride, count);
+  for (; d + 8 <= n; d += 8) accumulate_vectors<1>(acc + d, cv, p, rows + d, stride, count);
+  for (; d < n; ++d)
+    for (std::int64_t r = 0; r < count; ++r) acc[d] = p[r] * rows[r * stride + d] + (r == 0 ? c : 1.0f) * acc[d];
+}
+
 // One partition of one KV head for up to kMaxQueries query tokens: online
 // softmax over the blocks, in position order, one run of positions within a
 // block at a time. Each query sees the runs it would see alone - cut at block
@@ -149,8 +196,14 @@ void partition(const PartitionArgs& a) {
   constexpr int kMaxRun = 64;
   const std::int64_t hd = a.head_dim, vd = a.value_head_dim, bs = a.block_size;
   const int G = a.group, Q = a.num_queries;
-  float key[1024], value[1024];
-  float scores[kMaxQueries][16][kMaxRun];  // [query][head][position in run]
+  // Decoded K (then V) rows of one run, and room for dot8's padding: on the
+  // stack for head sizes up to 256, uninitialised (every row read is written).
+  constexpr std::int64_t kStackFloats = (kMaxRun + 8) * 256;
+  float stack_rows[kStackFloats];
+  const std::int64_t need = (kMaxRun + 8) * std::max(hd, vd);
+  std::unique_ptr<float[]> heap_rows(need > kStackFloats ? new float[static_cast<std::size_t>(need)] : nullptr);
+  float* const rows = need > kStackFloats ? heap_rows.get() : stack_rows;
+  float scores[kMaxQueries][16][kMaxRun + 8];  // [query][head][position in run]
   std::int64_t last_end = a.begin;
   for (int qi = 0; qi < Q; ++qi) {
     last_end = std::max(last_end, a.queries[qi].end);
@@ -168,16 +221,20 @@ void partition(const PartitionArgs& a) {
     const std::int64_t first_row = (block * a.kv_heads + a.kv_head) * bs + offset;
     std::int64_t run[kMaxQueries];  // this query's positions in the chunk
     for (int qi = 0; qi < Q; ++qi) run[qi] = std::clamp<std::int64_t>(a.queries[qi].end - j, 0, chunk);
-    for (std::int64_t r = 0; r < chunk; ++r) {
-      a.k_pool.row(first_row + r, hd, key);
-      for (int qi = 0; qi < Q; ++qi) {
-        if (r >= run[qi]) continue;
-        const QueryArgs& qa = a.queries[qi];
-        const bool masked = j + r < qa.window_start;
-        for (int h = 0; h < G; ++h) {
-          float s = dot(qa.q + h * hd, key, hd) * a.scale;
+    // The chunk's keys, then its scores eight keys at a time (rows past the
+    // chunk are zeros whose scores nobody reads).
+    const std::int64_t padded = (chunk + 7) / 8 * 8;
+    for (std::int64_t r = 0; r < chunk; ++r) a.k_pool.row(first_row + r, hd, rows + r * hd);
+    std::fill(rows + chunk * hd, rows + padded * hd, 0.0f);
+    for (int qi = 0; qi < Q; ++qi) {
+      const QueryArgs& qa = a.queries[qi];
+      for (int h = 0; h < G; ++h) {
+        float* sc = scores[qi][h];
+        for (std::int64_t r = 0; r < run[qi]; r += 8) dot8(qa.q + h * hd, rows + r * hd, hd, hd, sc + r);
+        for (std::int64_t r = 0; r < run[qi]; ++r) {
+          float s = sc[r] * a.scale;
           if (a.softcap > 0.0f) s = a.softcap * std::tanh(s / a.softcap);
-          scores[qi][h][r] = masked ? kNegInf : s;
+          sc[r] = j + r < qa.window_start ? kNegInf : s;
         }
       }
     }
@@ -216,14 +273,12 @@ void partition(const PartitionArgs& a) {
         p[1] = p[1] * correction[qi][h] + sum;
       }
     }
-    for (std::int64_t r = 0; r < chunk; ++r) {
-      a.v_pool.row(first_row + r, vd, value);
-      for (int qi = 0; qi < Q; ++qi) {
-        if (r >= run[qi]) continue;
-        for (int h = 0; h < G; ++h)
-          axpby(a.queries[qi].partial + h * (2 + vd) + 2, r == 0 ? correction[qi][h] : 1.0f, scores[qi][h][r],
-                value, vd);
-      }
+    for (std::int64_t r = 0; r < chunk; ++r) a.v_pool.row(first_row + r, vd, rows + r * vd);
+    for (int qi = 0; qi < Q; ++qi) {
+      if (run[qi] == 0) continue;
+      for (int h = 0; h < G; ++h)
+        accumulate_rows(a.queries[qi].partial + h * (2 + vd) + 2, correction[qi][h], scores[qi][h], rows, vd,
+                        run[qi], vd);
     }
     j += chunk;
   }

@@ -1,0 +1,65 @@
+// ObservingBackend: a Backend that runs every op on another backend and shows
+// each matmul's weight and input to an observer first. Calibration uses it to
+// collect the activation statistics of every weight (model/importance.h)
+// without the forward pass knowing.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backend/backend.h"
+
+namespace folio {
+
+class MatmulObserver {
+ public:
+  virtual ~MatmulObserver() = default;
+  // Called before y = x * w^T runs; x: [n, in] f32 on the backend's device.
+  virtual void on_matmul(const Tensor& w, const Tensor& x) = 0;
+};
+
+class ObservingBackend final : public Backend {
+ public:
+  ObservingBackend(std::unique_ptr<Backend> inner, MatmulObserver& observer)
+      : inner_(std::move(inner)), observer_(observer) {}
+
+  std::string name() const override { return inner_->name(); }
+  Device device() const override { return inner_->device(); }
+  Buffer allocate(std::size_t bytes) override { return inner_->allocate(bytes); }
+  void copy_to_device(Tensor& dst, const void* src, std::size_t bytes) override {
+    inner_->copy_to_device(dst, src, bytes);
+  }
+  void copy_to_host(void* dst, const Tensor& src, std::size_t bytes) override { inner_->copy_to_host(dst, src, bytes); }
+  Buffer prepare_weight(Tensor& w) override { return inner_->prepare_weight(w); }
+  void embedding(const Tensor& table, const Tensor& ids, Tensor& out) override { inner_->embedding(table, ids, out); }
+  void matmul(const Tensor& w, const Tensor& x, Tensor& y, const Tensor* bias) override {
+    observer_.on_matmul(w, x);
+    inner_->matmul(w, x, y, bias);
+  }
+  void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override { inner_->rms_norm(x, w, eps, out); }
+  void rope(Tensor& x, const Tensor& positions, const RopeTable& table) override { inner_->rope(x, positions, table); }
+  void glu(const Tensor& gate, const Tensor& up, GluActivation act, Tensor& out) override {
+    inner_->glu(gate, up, act, out);
+  }
+  void add(Tensor& x, const Tensor& y) override { inner_->add(x, y); }
+  void scale(Tensor& x, float s) override { inner_->scale(x, s); }
+  void write_kv(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, PagedKv& kv) override {
+    inner_->write_kv(k, v, slot_mapping, kv);
+  }
+  void attention(const Tensor& q, const PagedKv& kv, const AttentionMetadata& meta, const AttentionParams& params,
+                 Tensor& out) override {
+    inner_->attention(q, kv, meta, params, out);
+  }
+  void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) override { inner_->gather_rows(x, rows, out); }
+  void copy_blocks(PagedKv& kv, const std::vector<std::pair<std::int32_t, std::int32_t>>& pairs) override {
+    inner_->copy_blocks(kv, pairs);
+  }
+
+ private:
+  std::unique_ptr<Backend> inner_;
+  MatmulObserver& observer_;
+};
+
+}  // namespace folio

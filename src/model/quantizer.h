@@ -1,0 +1,86 @@
+// The weight quantizer behind `folio quantize`: rewrites a GGUF model's
+// weights into another type, block by block, optionally weighting each
+// block's rounding error by how large the activations that meet each column
+// are (an importance matrix from calibration text), and writes a GGUF file
+// that folio and llama.cpp both load.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "model/gguf_file.h"
+#include "tensor/dtype.h"
+
+namespace folio {
+
+// A named quantization: the type most weights get, and how the rest differ.
+// "q4_k_m"-style mixes spend more bits where errors hurt most (the output
+// projection, attention values and the FFN down projection of some layers).
+struct QuantRecipe {
+  std::string name;      // as typed: q8_0, q4_k_m, f16, ...
+  DType base;            // the type of most weights
+  std::uint32_t file_type;  // general.file_type, the numbering llama.cpp reads
+  enum class Mix { kPure, kSmall, kMedium } mix = Mix::kPure;
+};
+
+std::optional<QuantRecipe> parse_quant_recipe(std::string_view name);
+std::vector<std::string> quant_recipe_names();
+
+// Mean squared activation per input column of each weight (by tensor name),
+// over the calibration tokens.
+struct ImportanceMatrix {
+  std::unordered_map<std::string, std::vector<float>> columns;
+  std::int64_t tokens = 0;  // calibration tokens seen
+};
+
+// What happens to one tensor.
+struct TensorQuantPlan {
+  std::string name;
+  DType from;
+  DType to;
+  std::string why;  // why `to` differs from the recipe's base type, or empty
+};
+
+struct QuantizeOptions {
+  QuantRecipe recipe;
+  // Tensor types forced by name (exact names), over the recipe's choice.
+  std::unordered_map<std::string, DType> overrides;
+  const ImportanceMatrix* importance = nullptr;
+  // Without importance, each block's scales are still searched for the least
+  // squared error (never worse than the reference encoder's block). true:
+  // the legacy types (q4_0 .. q8_0) take the reference encoder's scales,
+  // byte for byte what the gguf package writes.
+  bool reference_scales = false;
+  int threads = 0;  // 0: one per hardware thread
+};
+
+// The type of every tensor of `in` under `options`, in file order. Throws an
+// Error for a recipe the tensors cannot take.
+std::vector<TensorQuantPlan> plan_quantization(const GgufFile& in, const QuantizeOptions& options);
+
+struct QuantizeSummary {
+  std::uint64_t input_bytes = 0;   // tensor data
+  std::uint64_t output_bytes = 0;  // tensor data
+  std::int64_t parameters = 0;
+  std::int64_t requantized = 0;    // tensors whose input was already quantized
+  std::int64_t weighted = 0;       // tensors quantized with importance
+  double bits_per_weight() const {
+    return parameters > 0 ? 8.0 * static_cast<double>(output_bytes) / static_cast<double>(parameters) : 0.0;
+  }
+};
+
+// Called after each tensor: (index, count, plan of that tensor).
+using QuantizeProgress = std::function<void(std::size_t, std::size_t, const TensorQuantPlan&)>;
+
+// Writes `in` with its tensors converted as planned to out_path (through a
+// .part file, renamed when complete); metadata is copied, with
+// general.file_type and general.quantization_version set.
+QuantizeSummary quantize_gguf(const GgufFile& in, const std::string& out_path, const QuantizeOptions& options,
+                              const QuantizeProgress& progress = {});
+
+}  // namespace folio

@@ -1,0 +1,185 @@
+// Quantization end to end on SmolLM2: the KL divergence tool, calibration's
+// activation statistics, and quantized files against each other.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "backend/cpu/cpu_backend.h"
+#include "engine/calibration.h"
+#include "engine/perplexity.h"
+#include "model/quantizer.h"
+#include "support/greedy_runner.h"
+#include "support/llama_cpp_golden.h"
+#include "support/temp_path.h"
+#include "support/test_models.h"
+
+namespace folio {
+namespace {
+
+using folio::testing::TempPath;
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  EXPECT_TRUE(in.good()) << path;
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+const char* kText = "/usr/share/common-licenses/GPL-3";
+
+std::shared_ptr<ModelSession> open(const std::string& path) {
+  ModelSessionOptions o;
+  o.model_path = path;
+  return open_model_session(o);
+}
+
+void quantize_file(const std::string& in, const std::string& out, std::string_view type,
+                   const ImportanceMatrix* importance = nullptr) {
+  const GgufFile file = GgufFile::open(in);
+  QuantizeOptions o;
+  o.recipe = parse_quant_recipe(type).value();
+  o.importance = importance;
+  quantize_gguf(file, out, o);
+}
+
+PerplexityOptions four_windows() {
+  PerplexityOptions o;
+  o.ctx = 256;
+  o.max_chunks = 4;
+  return o;
+}
+
+TEST(KlDivergence, OfAModelAgainstItselfIsZero) {
+  FOLIO_REQUIRE_MODEL(path, folio::testing::kSmolLM2);
+  auto session = open(path);
+  const auto tokens = session->tokenizer->encode(read_text(kText), true, false);
+  const KlDivergenceResult r = compute_kl_divergence(*session, *session, tokens, four_windows());
+  EXPECT_EQ(r.count, 4 * 127);
+  EXPECT_EQ(r.kld_sum, 0.0);  // the same logits, bit for bit
+  EXPECT_EQ(r.same_top, r.count);
+  EXPECT_EQ(r.base.nll_sum, r.model.nll_sum);
+  EXPECT_GT(r.model.perplexity(), 1.0);
+}
+
+// F16 (dequantized from the packaged weights) as the base: Q8_0 is close to
+// it, Q4_0 further away, and both lie above zero.
+TEST(KlDivergence, GrowsAsBitsShrink) {
+  FOLIO_REQUIRE_MODEL(path, folio::testing::kSmolLM2);
+  TempPath f16, q8, q4;
+  quantize_file(path, f16.str(), "f16");
+  quantize_file(f16.str(), q8.str(), "q8_0");
+  quantize_file(f16.str(), q4.str(), "q4_0");
+  auto base = open(f16.str());
+  const auto tokens = base->tokenizer->encode(read_text(kText), true, false);
+  auto q8_session = open(q8.str());
+  const KlDivergenceResult r8 = compute_kl_divergence(*base, *q8_session, tokens, four_windows());
+  q8_session.reset();
+  auto q4_session = open(q4.str());
+  const KlDivergenceResult r4 = compute_kl_divergence(*base, *q4_session, tokens, four_windows());
+  std::printf("SmolLM2 vs F16, 4 windows of 256: q8_0 mean KLD %.5f, same top %.1f%%; q4_0 %.5f, %.1f%%\n", r8.mean(),
+              100 * r8.same_top_fraction(), r4.mean(), 100 * r4.same_top_fraction());
+  EXPECT_GT(r8.mean(), 0.0);
+  EXPECT_LT(r8.mean(), 0.02);
+  EXPECT_GT(r4.mean(), 2 * r8.mean());
+  EXPECT_GT(r8.same_top_fraction(), 0.9);
+  EXPECT_GT(r8.same_top_fraction(), r4.same_top_fraction());
+}
+
+// Every matmul weight gets one positive, finite statistic per input column;
+// weights that read the same input (Q, K, V; gate, up) get the same one.
+TEST(Calibration, CollectsActivationStatisticsOfEveryMatmulWeight) {
+  FOLIO_REQUIRE_MODEL(path, folio::testing::kSmolLM2);
+  ModelSessionOptions o;
+  o.model_path = path;
+  PerplexityOptions windows;
+  windows.ctx = 128;
+  windows.max_chunks = 2;
+  const CalibrationResult r = calibrate(o, read_text("/usr/share/common-licenses/Apache-2.0"), windows);
+  EXPECT_EQ(r.windows, 2);
+  EXPECT_GT(r.perplexity, 1.0);
+  const auto& columns = r.importance.columns;
+  EXPECT_EQ(columns.size(), 30u * 7 + 1);  // seven matmuls a layer and the tied output
+  for (const auto& [name, values] : columns) {
+    ASSERT_EQ(values.size(), name.find("ffn_down") != std::string::npos ? 1536u : 576u) << name;
+    for (float v : values) ASSERT_TRUE(std::isfinite(v) && v > 0.0f) << name;
+  }
+  EXPECT_EQ(columns.at("blk.4.attn_q.weight"), columns.at("blk.4.attn_v.weight"));
+  EXPECT_EQ(columns.at("blk.4.ffn_gate.weight"), columns.at("blk.4.ffn_up.weight"));
+  EXPECT_NE(columns.at("blk.4.attn_q.weight"), columns.at("blk.5.attn_q.weight"));
+  EXPECT_TRUE(columns.count("token_embd.weight"));  // the tied output projection
+}
+
+// FNV-1a over a file's little-endian 64-bit words, the last one zero-padded
+// (scripts/make_quantize_goldens.py computes the same).
+std::string fnv1a64(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  bytes.resize((bytes.size() + 7) / 8 * 8, 0);
+  std::uint64_t h = 0xCBF29CE484222325ull;
+  for (std::size_t i = 0; i < bytes.size(); i += 8) {
+    std::uint64_t word;
+    std::memcpy(&word, bytes.data() + i, 8);
+    h = (h ^ word) * 0x100000001B3ull;
+  }
+  return fmt::format("{:016x}", h);
+}
+
+// llama.cpp's top-1/top-2 margin above which folio must pick its token (as
+// in reference_model_test.cc: below it the two are at a near-tie).
+constexpr double kDecisiveMargin = 0.75;
+
+// Files folio writes load in llama.cpp (golden from
+// scripts/make_quantize_goldens.py): folio quantizes the packaged model to
+// F16 and then to each type, byte for byte the files llama.cpp read, and then
+// follows llama.cpp's greedy continuations on them.
+TEST(QuantizeReference, LlamaCppReadsWhatFolioWrites) {
+  std::ifstream golden_file(folio::testing::source_path("tests/data/reference/quantize.json"));
+  ASSERT_TRUE(golden_file.good()) << "run scripts/make_quantize_goldens.py";
+  const nlohmann::json golden = nlohmann::json::parse(golden_file);
+  for (const auto& [name, entry] : golden["models"].items()) {
+    FOLIO_REQUIRE_MODEL(path, entry["model"].get<std::string>());
+    TempPath base;
+    quantize_file(path, base.str(), "f16");
+    ASSERT_EQ(fnv1a64(base.str()), entry["base_fnv1a64"].get<std::string>())
+        << "folio's F16 file changed; if on purpose, run scripts/make_quantize_goldens.py";
+    for (const auto& [type, want] : entry["types"].items()) {
+      TempPath out;
+      quantize_file(base.str(), out.str(), type);
+      ASSERT_EQ(fnv1a64(out.str()), want["fnv1a64"].get<std::string>())
+          << type << ": folio's file changed; if on purpose, run scripts/make_quantize_goldens.py";
+      CpuBackend backend(0, {}, MatmulPrecision::kQ8);
+      LoadedModel model = load_model(out.str(), backend);
+      folio::testing::GreedyRunner runner(backend, model, 128, 20, DType::F16);
+      const auto cases = folio::testing::llama_cpp_continuations(entry["token_ids"], want["llama_cpp"]);
+      const folio::testing::TrajectoryAgreement a = folio::testing::follow_llama_cpp(runner, cases, kDecisiveMargin);
+      // Free-running greedy continuations, all prompts in one batch.
+      std::vector<std::vector<TokenId>> prompts;
+      for (const auto& c : cases) prompts.push_back(c.prompt);
+      const auto ours = runner.greedy(prompts, 64, {});
+      int equal = 0;
+      std::vector<std::size_t> common;  // tokens before the first difference, per prompt
+      for (std::size_t p = 0; p < cases.size(); ++p) {
+        const auto& theirs = cases[p].tokens;
+        const std::size_t n = std::min(theirs.size(), ours[p].size());
+        std::size_t k = 0;
+        while (k < n && theirs[k] == ours[p][k]) ++k;
+        common.push_back(k);
+        equal += k == n ? 1 : 0;
+      }
+      std::sort(common.begin(), common.end());
+      std::printf("[%s %s] next token equal to llama.cpp's at %d/%d steps, at %d/%d decisive ones; whole greedy "
+                  "runs equal: %d/%zu; equal tokens before the first difference: min %zu, median %zu\n",
+                  name.c_str(), type.c_str(), a.agree, a.steps, a.decisive_agree, a.decisive, equal, cases.size(),
+                  common.front(), common[common.size() / 2]);
+      EXPECT_EQ(a.decisive_agree, a.decisive) << type;
+      EXPECT_GE(a.agree * 100, a.steps * 95) << type;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace folio
