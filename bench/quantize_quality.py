@@ -46,9 +46,9 @@ def run(cmd: list[str]) -> str:
     return done.stdout + done.stderr
 
 
-def kl(folio: str, model: Path, base: Path, ctx: int, threads: int) -> dict:
+def kl(folio: str, model: Path, base: Path, ctx: int, threads: int, chunks: int) -> dict:
     out = run([folio, "perplexity", "-m", str(model), "--kl-divergence", str(base), "-f", str(EVAL_TEXT),
-               "-c", str(ctx), "-t", str(threads)])
+               "-c", str(ctx), "-t", str(threads), "--chunks", str(chunks)])
     grab = lambda pattern: float(re.search(pattern, out).group(1))  # noqa: E731
     return {"ppl": grab(r"Final estimate: PPL = ([\d.]+)"), "base_ppl": grab(r"Base PPL:\s+([\d.]+)"),
             "kld": grab(r"Mean KLD:\s+([\d.]+)"), "kld_se": grab(r"Mean KLD:\s+[\d.]+ \+/- ([\d.]+)"),
@@ -62,6 +62,8 @@ def main() -> None:
     ap.add_argument("--types", nargs="+", default=DEFAULT_TYPES)
     ap.add_argument("--ctx", type=int, default=256)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--calibration-chunks", type=int, default=0, help="calibrate on at most this many windows")
+    ap.add_argument("--chunks", type=int, default=0, help="evaluate at most this many windows (0: all)")
     ap.add_argument("--workdir", help="keep the files here (default: a temporary directory)")
     args = ap.parse_args()
 
@@ -88,12 +90,12 @@ def main() -> None:
                 if variant == "reference":
                     cmd += ["--reference-scales"]
                 if variant == "calibrated":
-                    cmd += ["--calibration", str(calib)]
+                    cmd += ["--calibration", str(calib), "--calibration-chunks", str(args.calibration_chunks)]
                 start = time.monotonic()
                 log = run(cmd)
                 seconds = time.monotonic() - start
                 bpw = float(re.search(r"\(([\d.]+) bits per weight\)", log).group(1))
-                r = kl(args.folio, out, base, args.ctx, args.threads)
+                r = kl(args.folio, out, base, args.ctx, args.threads, args.chunks)
                 base_ppl = r["base_ppl"]
                 print(f"| {qtype} | {variant} | {out.stat().st_size / 2**20:.1f} | {bpw:.2f} | "
                       f"{r['ppl']:.4f} | {100 * (r['ppl'] / r['base_ppl'] - 1):+.2f}% | "
