@@ -90,12 +90,14 @@ void attention_items(const Tensor& q, const PagedKv& kv, const AttentionMetadata
 
 }  // namespace reference
 
+// An empty copy may come with null pointers (an empty vector's data()),
+// which memcpy must not be given.
 void ReferenceBackend::copy_to_device(Tensor& dst, const void* src, std::size_t bytes) {
-  std::memcpy(dst.data, src, bytes);
+  if (bytes > 0) std::memcpy(dst.data, src, bytes);
 }
 
 void ReferenceBackend::copy_to_host(void* dst, const Tensor& src, std::size_t bytes) {
-  std::memcpy(dst, src.data, bytes);
+  if (bytes > 0) std::memcpy(dst, src.data, bytes);
 }
 
 void ReferenceBackend::embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
