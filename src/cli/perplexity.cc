@@ -7,12 +7,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "core/error.h"
+#include "core/read_file.h"
 #include "engine/perplexity.h"
 
 namespace folio::cli {
@@ -41,12 +40,9 @@ void print_kl_divergence(const KlDivergenceResult& r) {
 }
 
 void run(const PerplexityCliOptions& o) {
-  std::ifstream in(o.file, std::ios::binary);
-  if (!in) fail("cannot read {}", o.file);
-  std::stringstream text;
-  text << in.rdbuf();
+  const std::string text = read_file(o.file);
   auto session = open_model(o.model);
-  std::vector<TokenId> tokens = session->tokenizer->encode(text.str(), /*add_special=*/true, /*parse_special=*/false);
+  std::vector<TokenId> tokens = session->tokenizer->encode(text, /*add_special=*/true, /*parse_special=*/false);
   PerplexityOptions options = o.ppl;
   options.kv_dtype = kv_cache_dtype_from_flag(o.kv_dtype);
   options.base_kv_dtype = kv_cache_dtype_from_flag(o.base_kv_dtype);

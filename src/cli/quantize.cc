@@ -5,12 +5,11 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/read_file.h"
 #include "engine/calibration.h"
 #include "model/quantizer.h"
 
@@ -30,17 +29,7 @@ struct QuantizeCliOptions {
   bool reference_scales = false;
 };
 
-bool is_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
-
 double mib(std::uint64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot read the calibration text {}", path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 std::unordered_map<std::string, DType> parse_overrides(const std::vector<std::string>& items) {
   std::unordered_map<std::string, DType> out;
@@ -93,7 +82,7 @@ void run(const QuantizeCliOptions& o) {
     windows.max_chunks = o.calibration_chunks;
     const auto calibration_start = Clock::now();
     const bool tty = ::isatty(STDERR_FILENO) == 1;  // a live line at a terminal, one line per window in a log
-    calibration = calibrate(session, read_text(o.calibration), windows,
+    calibration = calibrate(session, read_file(o.calibration), windows,
                             [tty](std::int64_t done, std::int64_t total, double ppl) {
       fmt::print(stderr, "{}calibrating: window {}/{}, perplexity {:.3f}{}", tty ? "\r" : "", done, total, ppl,
                  !tty || done == total ? "\n" : "");

@@ -1,19 +1,14 @@
 #include "model/hf_config.h"
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "core/error.h"
+#include "core/read_file.h"
 
 namespace folio {
 
 nlohmann::json read_json_object(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot read {}", path);
-  std::stringstream text;
-  text << in.rdbuf();
-  nlohmann::json json = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  nlohmann::json json = nlohmann::json::parse(read_file(path), nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded()) fail("{} is not well-formed JSON; fetch or write it again", path);
   if (!json.is_object()) fail("{} is not a JSON object", path);
   return json;

@@ -31,8 +31,6 @@ constexpr QuantRecipe kRecipes[] = {
 constexpr std::pair<std::string_view, std::string_view> kAliases[] = {
     {"q4_k", "q4_k_m"}, {"q5_k", "q5_k_m"}};
 
-bool is_float_type(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
-
 bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
@@ -101,7 +99,7 @@ std::vector<TensorQuantPlan> plan_quantization(const GgufFile& in, const Quantiz
   const bool tied = in.find_tensor("output.weight") == nullptr;
   const DType base = o.recipe.base;
   // The output projection turns every error into a wrong logit: at least 6 bits.
-  const bool boost_output = !is_float_type(base) && base != DType::Q8_0 && base != DType::Q6_K;
+  const bool boost_output = !is_float(base) && base != DType::Q8_0 && base != DType::Q6_K;
   std::vector<TensorQuantPlan> plans;
   for (const GgufTensorInfo& t : in.tensors()) {
     TensorQuantPlan p{t.name, t.type, t.type, ""};
@@ -187,7 +185,7 @@ QuantizeSummary quantize_gguf(const GgufFile& in, const std::string& out_path, c
       uniform.assign(static_cast<std::size_t>(cols), 1.0f);
       importance = uniform.data();
     }
-    if (!is_float_type(p.from)) ++summary.requantized;
+    if (!is_float(p.from)) ++summary.requantized;
     const std::size_t in_row = static_cast<std::size_t>(row_bytes(p.from, cols));
     const std::size_t out_row = static_cast<std::size_t>(row_bytes(p.to, cols));
     // Rows in pieces of about 16 MiB of output, so memory stays bounded.

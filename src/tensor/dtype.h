@@ -61,6 +61,9 @@ inline std::string_view name(DType type) { return info(type).name; }
 // Parses "q4_0", "Q4_0", "f16", ... ; nullopt when unknown.
 std::optional<DType> parse_dtype(std::string_view name);
 
+// f32, f16 or bf16: plain numbers, no blocks or scales.
+inline bool is_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+
 // Bytes of a row of n elements; n must be a multiple of the block size.
 std::int64_t row_bytes(DType type, std::int64_t n);
 

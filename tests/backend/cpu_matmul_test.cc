@@ -30,7 +30,6 @@ constexpr double kU = 0x1p-24;  // unit roundoff of float
 const DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0,
                         DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
-bool is_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
 bool is_kquant(DType t) { return info(t).block_elems == 256; }
 
 // The caps (CpuFeatures::detect) of each distinct SIMD level this machine has.
