@@ -153,7 +153,8 @@ def cpu_section(args, results, bandwidths, started, commit, command):
               "sequence, f16) times steps per second, over the measured bandwidth. Decode is memory-bound, "
               "so 100% is the ceiling; prefill is compute-bound and sits far below it by nature. "
               "llama.cpp ran with OMP_WAIT_POLICY="
-              f"{results[0]['omp'] if results else 'passive'} (see bench/llama_cpp_peer.py); load avg is the "
+              f"{results[0]['omp'] if results else 'passive'} (see bench/llama_cpp_peer.py) and was stopped "
+              "(SIGSTOP) between its turns, so that its idle threads cannot spin through folio's; load avg is the "
               "1-minute load average before and after each figure's runs (the machine is shared).", ""]
     return "\n".join(lines)
 
@@ -210,11 +211,15 @@ def main():
                     help="comma-separated subset of " + ", ".join(s[0] for s in SCENARIOS))
     ap.add_argument("--curve", action="store_true", help="also the decode throughput curve on SmolLM2")
     ap.add_argument("--no-cpu", action="store_true", help="skip the per-model comparison (with --curve)")
+    ap.add_argument("--peer-wait-policy", choices=["active", "passive"], default="active",
+                    help="OMP_WAIT_POLICY for llama.cpp (default active, llama.cpp's own default and its fastest; "
+                         "folio bench stops the peer between its turns, so its spinning costs folio nothing)")
     ap.add_argument("--peer-python", help="Python with llama-cpp-python (default: folio bench's, build/venv-ref)")
     ap.add_argument("--write", metavar="RESULTS.md", help="write the tables into this markdown file")
     ap.add_argument("--json-out", metavar="FILE", help="also save every folio bench result as JSON")
     args = ap.parse_args()
     args.thread_counts = [int(t) for t in args.threads.split(",")]
+    os.environ["OMP_WAIT_POLICY"] = args.peer_wait_policy  # inherited by folio bench's peer
 
     command = "python3 bench/cpu_vs_llamacpp.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     started = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")

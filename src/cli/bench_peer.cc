@@ -75,9 +75,24 @@ LlamaCppPeer::LlamaCppPeer(const PeerOptions& o) {
     fail("cannot start {}: {}", python, std::strerror(rc));
   }
   info_ = nlohmann::json::parse(read_line());
+  pause();
+}
+
+// Between its turns the peer is stopped (SIGSTOP), not merely idle: with
+// OpenMP's active wait policy llama.cpp's idle threads spin for a while after
+// each llama_decode and would take the cores from folio's turn. Stopped, they
+// cost nothing, so each engine has the machine to itself on its turn whatever
+// OMP_WAIT_POLICY says.
+void LlamaCppPeer::pause() {
+  if (pid_ > 0) ::kill(pid_, SIGSTOP);
+}
+
+void LlamaCppPeer::resume() {
+  if (pid_ > 0) ::kill(pid_, SIGCONT);
 }
 
 LlamaCppPeer::~LlamaCppPeer() {
+  resume();
   if (to_child_ >= 0) ::close(to_child_);  // end of input: the script exits
   if (from_child_ >= 0) ::close(from_child_);
   if (pid_ > 0) {
@@ -111,8 +126,11 @@ RunTimings LlamaCppPeer::run(const BenchWorkload& workload, int max_concurrency)
                         {"arrival_s", r.arrival_s},
                         {"ignore_eos", r.ignore_eos}});
   const nlohmann::json work{{"requests", std::move(requests)}, {"max_concurrency", max_concurrency}};
+  resume();
   write_all(to_child_, work.dump() + "\n");
-  return timings_from_json(nlohmann::json::parse(read_line()));
+  const std::string answer = read_line();
+  pause();
+  return timings_from_json(nlohmann::json::parse(answer));
 }
 
 }  // namespace folio::cli

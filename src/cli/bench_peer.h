@@ -41,6 +41,8 @@ class LlamaCppPeer {
 
  private:
   std::string read_line();
+  void pause();   // SIGSTOP: the peer's threads cannot spin through folio's turn
+  void resume();  // SIGCONT
 
   pid_t pid_ = -1;
   int to_child_ = -1;
