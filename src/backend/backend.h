@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,13 @@ struct AttentionParams {
   float softcap = 0.0f;              // 0: no logit soft-capping
 };
 
+// One weight of a group sharing its input (Backend::matmuls): y = x * w^T (+ bias).
+struct MatmulTarget {
+  const Tensor* w = nullptr;
+  Tensor* y = nullptr;
+  const Tensor* bias = nullptr;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -87,6 +95,22 @@ class Backend {
   // y[n, out] = x[n, in] * w[out, in]^T (+ bias[out]); w of any weight type,
   // x and y f32. The result of a row of x never depends on the other rows.
   virtual void matmul(const Tensor& w, const Tensor& x, Tensor& y, const Tensor* bias) = 0;
+
+  // matmul(*t.w, x, *t.y, t.bias) for every target (a layer's Q, K and V;
+  // gate and up), the same bits as one call each; a backend may prepare x
+  // once for all of them and run them in one pass over its threads.
+  virtual void matmuls(const Tensor& x, std::span<const MatmulTarget> targets) {
+    for (const MatmulTarget& t : targets) matmul(*t.w, x, *t.y, t.bias);
+  }
+
+  // y = (act(gate) * up) * w^T: glu then matmul, the same bits; gate is
+  // scratch afterwards. A backend may form act(gate) * up row by row while
+  // it prepares the matmul's input, instead of writing it out and reading it
+  // back (the SwiGLU of a prefill is megabytes).
+  virtual void glu_matmul(const Tensor& w, Tensor& gate, const Tensor& up, GluActivation act, Tensor& y) {
+    glu(gate, up, act, gate);
+    matmul(w, gate, y, nullptr);
+  }
 
   // out[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * w[:]; out may be x.
   virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) = 0;

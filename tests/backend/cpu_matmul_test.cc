@@ -346,6 +346,75 @@ TEST(CpuMatmul, BatchPositionAndThreadsNeverChangeABit) {
   }
 }
 
+// matmuls (one input, several weights in one pass) and glu_matmul (the
+// SwiGLU formed while the input is prepared) against one matmul per weight
+// and glu then matmul: ==, for every type, precision and level, packed
+// weights too, targets with fewer rows than a panel, one and two threads.
+TEST(CpuMatmul, GroupedAndGluMatmulsGiveTheSameBits) {
+  std::mt19937 rng(7);
+  const std::int64_t max_n = 17;
+  int checked = 0;
+  for (DType type : kTypes) {
+    const std::int64_t k = is_float(type) ? 517 : 512;
+    Problem p(type, 40, k, max_n, rng), up(type, 1, k, max_n, rng);
+    for (const std::string& cap : level_caps())
+      for (MatmulPrecision precision : {MatmulPrecision::kQ8, MatmulPrecision::kF32}) {
+        CpuBackend one(1, cap, precision), two(2, cap, precision);
+        Tensor packed = p.weights(p.m);
+        const Buffer storage = one.prepare_weight(packed);
+        for (CpuBackend* cpu : {&one, &two})
+          for (const Tensor& w : {p.weights(p.m), packed})
+            for (std::int64_t n : {1, 2, 5, 17}) {
+              // Three targets of 40, 3 and 13 rows over the same rows of w.
+              const std::int64_t ms[] = {40, 3, 13};
+              std::vector<std::vector<float>> want, got;
+              std::vector<Tensor> wv, yw, yg, bv;
+              for (std::int64_t m : ms) {
+                want.emplace_back(static_cast<std::size_t>(n * m));
+                got.emplace_back(static_cast<std::size_t>(n * m), -7.0f);
+              }
+              for (std::size_t i = 0; i < 3; ++i) {
+                wv.push_back(w.rows_view(0, ms[i]));
+                yw.push_back(Tensor(want[i].data(), DType::F32, {n, ms[i]}));
+                yg.push_back(Tensor(got[i].data(), DType::F32, {n, ms[i]}));
+                bv.push_back(Tensor(p.bias.data(), DType::F32, {ms[i]}));
+              }
+              std::vector<MatmulTarget> targets;
+              for (std::size_t i = 0; i < 3; ++i) {
+                const Tensor* b = i == 1 ? nullptr : &bv[i];
+                cpu->matmul(wv[i], p.activations(0, n), yw[i], b);
+                targets.push_back({&wv[i], &yg[i], b});
+              }
+              cpu->matmuls(p.activations(0, n), targets);
+              for (std::size_t i = 0; i < 3; ++i)
+                for (std::size_t e = 0; e < want[i].size(); ++e)
+                  ASSERT_EQ(bits(got[i][e]), bits(want[i][e]))
+                      << name(type) << " " << level_name(cap) << " threads=" << cpu->num_threads() << " n=" << n
+                      << " target " << i << " element " << e;
+
+              // glu_matmul: x as the gate, up's activations as up.
+              const std::size_t gate_elems = static_cast<std::size_t>(n * k);
+              std::vector<float> gate1(p.xf(), p.xf() + gate_elems), gate2 = gate1;
+              Tensor g1(gate1.data(), DType::F32, {n, k}), g2(gate2.data(), DType::F32, {n, k});
+              const Tensor u = up.activations(0, n);
+              for (GluActivation act : {GluActivation::kSilu, GluActivation::kGeluTanh}) {
+                std::copy(p.xf(), p.xf() + gate_elems, gate1.begin());
+                std::copy(p.xf(), p.xf() + gate_elems, gate2.begin());
+                cpu->glu(g1, u, act, g1);
+                cpu->matmul(wv[2], g1, yw[2], nullptr);
+                cpu->glu_matmul(wv[2], g2, u, act, yg[2]);
+                for (std::size_t e = 0; e < want[2].size(); ++e)
+                  ASSERT_EQ(bits(got[2][e]), bits(want[2][e]))
+                      << "glu_matmul " << name(type) << " " << level_name(cap) << " threads=" << cpu->num_threads()
+                      << " n=" << n << " element " << e;
+              }
+              ++checked;
+            }
+      }
+  }
+  RecordProperty("shapes_checked", checked);
+}
+
 // The kernels use one 256-bit layout at every level, so the levels agree to the bit.
 TEST(CpuMatmul, EveryLevelGivesTheSameBits) {
   const std::vector<std::string> caps = level_caps();

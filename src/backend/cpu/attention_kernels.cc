@@ -28,17 +28,23 @@ namespace {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // A pool as the kernel reads it: rows of codes and their scales, and the
-// function that decodes one row to floats.
-using RowDecoder = void (*)(const std::uint8_t* codes, const std::uint16_t* scales, std::int64_t n, float* out);
+// function that decodes consecutive rows to floats.
+struct PoolView;
+using RowDecoder = void (*)(const PoolView& pool, std::int64_t first, std::int64_t count, std::int64_t n,
+                            float* out);
 
 struct PoolView {
   const std::uint8_t* codes;   // [rows][row_bytes]
   const std::uint16_t* scales; // [rows][row_scales] or null
   std::int64_t row_bytes, row_scales;
   RowDecoder decode;
-  void row(std::int64_t r, std::int64_t n, float* out) const {
-    decode(codes + r * row_bytes, scales == nullptr ? nullptr : scales + r * row_scales, n, out);
+  // Rows [first, first + count), n numbers each, to out[count][n]: one call
+  // per run of rows (a call per row of 64 numbers cost more than decoding it).
+  void rows(std::int64_t first, std::int64_t count, std::int64_t n, float* out) const {
+    decode(*this, first, count, n, out);
   }
+  const std::uint8_t* codes_of(std::int64_t r) const { return codes + r * row_bytes; }
+  const std::uint16_t* scales_of(std::int64_t r) const { return scales + r * row_scales; }
 };
 
 // Query tokens of one sequence that one pass over a partition serves: the
@@ -68,7 +74,7 @@ struct PartitionArgs {
 // Row decoders, one per cache type: 8 lanes at a time, each number
 // code * scale in one rounding, as tensor/kv_dtype.cc's decode_kv_row.
 template <DType T>
-void decode_plain(const std::uint8_t* codes, const std::uint16_t*, std::int64_t n, float* out) {
+void decode_plain_row(const std::uint8_t* codes, std::int64_t n, float* out) {
   std::int64_t d = 0;
   for (; d + 8 <= n; d += 8) _mm256_storeu_ps(out + d, simd::load8<T>(codes, d));
   for (; d < n; ++d) {
@@ -84,25 +90,39 @@ void decode_plain(const std::uint8_t* codes, const std::uint16_t*, std::int64_t 
   }
 }
 
+template <DType T>
+void decode_plain(const PoolView& pool, std::int64_t first, std::int64_t count, std::int64_t n, float* out) {
+  // Rows without padding are one run of numbers, decoded in one pass.
+  if (pool.row_bytes == n * (T == DType::F32 ? 4 : 2)) return decode_plain_row<T>(pool.codes_of(first), n * count, out);
+  for (std::int64_t r = 0; r < count; ++r) decode_plain_row<T>(pool.codes_of(first + r), n, out + r * n);
+}
+
 // q8_0: one f16 scale per block of 32 numbers (kv_dim_problem guarantees
 // whole blocks).
-void decode_q8(const std::uint8_t* codes, const std::uint16_t* scales, std::int64_t n, float* out) {
-  for (std::int64_t b = 0; b < n / 32; ++b) {
-    const __m256 d = _mm256_set1_ps(f16_to_f32(scales[b]));
-    for (std::int64_t i = 32 * b; i < 32 * (b + 1); i += 8)
-      _mm256_storeu_ps(out + i, _mm256_mul_ps(simd::load8_i8(codes + i), d));
+void decode_q8(const PoolView& pool, std::int64_t first, std::int64_t count, std::int64_t n, float* out) {
+  for (std::int64_t r = 0; r < count; ++r, out += n) {
+    const std::uint8_t* codes = pool.codes_of(first + r);
+    const std::uint16_t* scales = pool.scales_of(first + r);
+    for (std::int64_t b = 0; b < n / 32; ++b) {
+      const __m256 d = _mm256_set1_ps(f16_to_f32(scales[b]));
+      for (std::int64_t i = 32 * b; i < 32 * (b + 1); i += 8)
+        _mm256_storeu_ps(out + i, _mm256_mul_ps(simd::load8_i8(codes + i), d));
+    }
   }
 }
 
 // fp8_e4m3: one f16 scale for the row. (code / 256) x (256 d) is the same
 // real number as code x d, both factors exact, so it rounds the same.
-void decode_fp8(const std::uint8_t* codes, const std::uint16_t* scales, std::int64_t n, float* out) {
+void decode_fp8(const PoolView& pool, std::int64_t first, std::int64_t count, std::int64_t n, float* out) {
   const float* table = fp8_e4m3_table().data();
-  const float ds = f16_to_f32(scales[0]);
-  const __m256 d256 = _mm256_set1_ps(ds * 256.0f);
-  std::int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, _mm256_mul_ps(simd::load8_fp8_over_256(codes + i), d256));
-  for (; i < n; ++i) out[i] = table[codes[i]] * ds;
+  for (std::int64_t r = 0; r < count; ++r, out += n) {
+    const std::uint8_t* codes = pool.codes_of(first + r);
+    const float ds = f16_to_f32(pool.scales_of(first + r)[0]);
+    const __m256 d256 = _mm256_set1_ps(ds * 256.0f);
+    std::int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, _mm256_mul_ps(simd::load8_fp8_over_256(codes + i), d256));
+    for (; i < n; ++i) out[i] = table[codes[i]] * ds;
+  }
 }
 
 RowDecoder decoder_for(KvDType t) {
@@ -224,7 +244,7 @@ void partition(const PartitionArgs& a) {
     // The chunk's keys, then its scores eight keys at a time (rows past the
     // chunk are zeros whose scores nobody reads).
     const std::int64_t padded = (chunk + 7) / 8 * 8;
-    for (std::int64_t r = 0; r < chunk; ++r) a.k_pool.row(first_row + r, hd, rows + r * hd);
+    a.k_pool.rows(first_row, chunk, hd, rows);
     std::fill(rows + chunk * hd, rows + padded * hd, 0.0f);
     for (int qi = 0; qi < Q; ++qi) {
       const QueryArgs& qa = a.queries[qi];
@@ -273,7 +293,7 @@ void partition(const PartitionArgs& a) {
         p[1] = p[1] * correction[qi][h] + sum;
       }
     }
-    for (std::int64_t r = 0; r < chunk; ++r) a.v_pool.row(first_row + r, vd, rows + r * vd);
+    a.v_pool.rows(first_row, chunk, vd, rows);
     for (int qi = 0; qi < Q; ++qi) {
       if (run[qi] == 0) continue;
       for (int h = 0; h < G; ++h)

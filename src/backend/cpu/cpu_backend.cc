@@ -64,6 +64,20 @@ void CpuBackend::matmul(const Tensor& w, const Tensor& x, Tensor& y, const Tenso
   matmul_.run(pool_, w, x, y, bias);
 }
 
+void CpuBackend::matmuls(const Tensor& x, std::span<const MatmulTarget> targets) {
+  for (const MatmulTarget& t : targets) op_checks::matmul(*t.w, x, *t.y, t.bias);
+  if (!matmul_.groupable(targets, false)) return Backend::matmuls(x, targets);
+  matmul_.run_group(pool_, {&x}, targets);
+}
+
+void CpuBackend::glu_matmul(const Tensor& w, Tensor& gate, const Tensor& up, GluActivation act, Tensor& y) {
+  op_checks::same_f32_shape(gate, up, "glu");
+  op_checks::matmul(w, gate, y, nullptr);
+  const MatmulTarget target{&w, &y, nullptr};
+  if (!features_.avx2 || !matmul_.groupable({&target, 1}, true)) return Backend::glu_matmul(w, gate, up, act, y);
+  matmul_.run_group(pool_, {&gate, &up, act}, {&target, 1});
+}
+
 void CpuBackend::attention(const Tensor& q, const PagedKv& kv, const AttentionMetadata& meta,
                            const AttentionParams& params, Tensor& out) {
   op_checks::attention(q, kv, meta, out);

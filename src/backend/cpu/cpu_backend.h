@@ -31,6 +31,8 @@ class CpuBackend : public ReferenceBackend {
   Buffer prepare_weight(Tensor& w) override;
   void embedding(const Tensor& table, const Tensor& ids, Tensor& out) override;
   void matmul(const Tensor& w, const Tensor& x, Tensor& y, const Tensor* bias) override;
+  void matmuls(const Tensor& x, std::span<const MatmulTarget> targets) override;
+  void glu_matmul(const Tensor& w, Tensor& gate, const Tensor& up, GluActivation act, Tensor& y) override;
   void attention(const Tensor& q, const PagedKv& kv, const AttentionMetadata& meta, const AttentionParams& params,
                  Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override;

@@ -1,5 +1,6 @@
 #include "backend/cpu/pointwise_kernels.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -123,24 +124,29 @@ void rope(ThreadPool& pool, Tensor& x, const Tensor& positions, const RopeTable&
   }, grain_rows(heads * hd));
 }
 
+// act(g) * u of 8 lanes, each lane on its own.
+inline __m256 glu8(__m256 g, __m256 u, GluActivation act) {
+  return _mm256_mul_ps(act == GluActivation::kSilu ? silu(g) : gelu_tanh(g), u);
+}
+
+void glu_row(const float* g, const float* u, GluActivation act, std::int64_t n, float* o) {
+  std::int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(o + i, glu8(_mm256_loadu_ps(g + i), _mm256_loadu_ps(u + i), act));
+  for (; i < n; ++i) {
+    alignas(32) float gt[8] = {g[i]}, ut[8] = {u[i]};
+    _mm256_store_ps(gt, glu8(_mm256_load_ps(gt), _mm256_load_ps(ut), act));
+    o[i] = gt[0];
+  }
+}
+
 void glu(ThreadPool& pool, const Tensor& gate, const Tensor& up, GluActivation act, Tensor& out) {
   const std::int64_t n = gate.numel();
   const float* g = gate.as<const float>();
   const float* u = up.as<const float>();
   float* o = out.as<float>();
-  pool.parallel_for(n / 8, [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t i = begin * 8; i < end * 8; i += 8) {
-      const __m256 gv = _mm256_loadu_ps(g + i);
-      const __m256 a = act == GluActivation::kSilu ? silu(gv) : gelu_tanh(gv);
-      _mm256_storeu_ps(o + i, _mm256_mul_ps(a, _mm256_loadu_ps(u + i)));
-    }
+  pool.parallel_for((n + 7) / 8, [&](std::int64_t begin, std::int64_t end) {
+    glu_row(g + begin * 8, u + begin * 8, act, std::min(n, end * 8) - begin * 8, o + begin * 8);
   }, 2048);
-  for (std::int64_t i = n / 8 * 8; i < n; ++i) {
-    alignas(32) float tmp[8] = {g[i]};
-    const __m256 gv = _mm256_load_ps(tmp);
-    _mm256_store_ps(tmp, act == GluActivation::kSilu ? silu(gv) : gelu_tanh(gv));
-    o[i] = tmp[0] * u[i];
-  }
 }
 
 void add(ThreadPool& pool, Tensor& x, const Tensor& y) {

@@ -12,6 +12,9 @@ namespace folio::cpu_pointwise {
 void rms_norm(ThreadPool& pool, const Tensor& x, const Tensor& w, float eps, Tensor& out);
 void rope(ThreadPool& pool, Tensor& x, const Tensor& positions, const RopeTable& table);
 void glu(ThreadPool& pool, const Tensor& gate, const Tensor& up, GluActivation act, Tensor& out);
+// out[0, n) = act(gate) * up: glu's arithmetic for each element, so a row
+// formed here equals that row of glu's output bit for bit.
+void glu_row(const float* gate, const float* up, GluActivation act, std::int64_t n, float* out);
 void add(ThreadPool& pool, Tensor& x, const Tensor& y);
 void scale(ThreadPool& pool, Tensor& x, float s);
 void write_kv(ThreadPool& pool, const Tensor& k, const Tensor& v, const Tensor& slot_mapping, PagedKv& kv);

@@ -4,6 +4,7 @@
 #include <cstddef>
 
 #include "backend/cpu/packed_weights.h"
+#include "backend/cpu/pointwise_kernels.h"
 #include "backend/reference/reference_backend.h"
 #include "core/error.h"
 #include "tensor/quantize.h"
@@ -33,9 +34,7 @@ const MatmulKernels* select_kernels(const CpuFeatures& f) {
 QuantMatmul::QuantMatmul(const CpuFeatures& features, MatmulPrecision precision)
     : kernels_(select_kernels(features)), precision_(precision) {}
 
-void QuantMatmul::run(ThreadPool& pool, const Tensor& w, const Tensor& x, Tensor& y, const Tensor* bias) {
-  const std::int64_t m = w.rows(), k = w.cols(), n = x.rows();
-  if (m == 0 || n == 0) return;
+const WeightKernels* QuantMatmul::kernels_for(const Tensor& w) const {
   const auto type = static_cast<int>(w.dtype);
   const WeightKernels* wk = nullptr;
   if (w.layout == Layout::kCpuPacked) {
@@ -46,24 +45,55 @@ void QuantMatmul::run(ThreadPool& pool, const Tensor& w, const Tensor& x, Tensor
   } else if (kernels_ != nullptr && type < kMaxDTypeId) {
     wk = precision_ == MatmulPrecision::kQ8 ? &kernels_->q8[type] : &kernels_->f32[type];
   }
-  if (wk == nullptr || wk->tiles[0][0] == nullptr) return run_reference(pool, w, x, y, bias);
+  return wk == nullptr || wk->tiles[0][0] == nullptr ? nullptr : wk;
+}
 
+bool QuantMatmul::groupable(std::span<const MatmulTarget> targets, bool glu) const {
+  if (targets.empty()) return false;
+  const WeightKernels* first = kernels_for(*targets[0].w);
+  if (first == nullptr || (glu && first->act == ActFormat::kF32)) return false;
+  for (const MatmulTarget& t : targets) {
+    const WeightKernels* wk = kernels_for(*t.w);
+    if (wk == nullptr || wk->act != first->act) return false;
+  }
+  return true;
+}
+
+void QuantMatmul::run(ThreadPool& pool, const Tensor& w, const Tensor& x, Tensor& y, const Tensor* bias) {
+  if (kernels_for(w) == nullptr) return run_reference(pool, w, x, y, bias);
+  const MatmulTarget target{&w, &y, bias};
+  run_group(pool, Input{&x}, {&target, 1});
+}
+
+void QuantMatmul::run_group(ThreadPool& pool, const Input& in, std::span<const MatmulTarget> targets) {
+  const Tensor& x = *in.x;
+  const std::int64_t k = x.cols(), n = x.rows();
+  if (n == 0 || targets.empty()) return;
+  const ActFormat act = kernels_for(*targets[0].w)->act;
+
+  // The activations, once for every target.
   TileArgs base;
-  base.w = static_cast<const std::byte*>(w.data);
-  base.w_stride = w.row_bytes();
   base.k = k;
-  base.y_stride = m;
-  if (wk->act == ActFormat::kF32) {
+  if (act == ActFormat::kF32) {
+    FOLIO_CHECK(in.up == nullptr);
     base.x = static_cast<const std::byte*>(x.data);
     base.x_stride = static_cast<std::size_t>(k) * sizeof(float);
   } else {
-    const ActQ8Layout layout = ActQ8Layout::make(wk->act, k);
+    const ActQ8Layout layout = ActQ8Layout::make(act, k);
     const std::size_t need = static_cast<std::size_t>(n) * layout.row_bytes;
     if (act_.size() < need) act_ = Buffer(std::max(need, act_.size() * 3 / 2));
     auto* rows = static_cast<std::byte*>(act_.data());
     const QuantizeActFn quantize = kernels_->quantize;
     auto quantize_tokens = [&](std::int64_t begin, std::int64_t end) {
-      for (std::int64_t t = begin; t < end; ++t) quantize(layout, x.as<const float>() + t * k, rows + t * layout.row_bytes);
+      std::vector<float> glu(in.up != nullptr ? static_cast<std::size_t>(k) : 0);
+      for (std::int64_t t = begin; t < end; ++t) {
+        const float* row = x.as<const float>() + t * k;
+        if (in.up != nullptr) {
+          cpu_pointwise::glu_row(row, in.up->as<const float>() + t * k, in.act, k, glu.data());
+          row = glu.data();
+        }
+        quantize(layout, row, rows + t * layout.row_bytes);
+      }
     };
     if (n * k >= kParallelQuantizeElems) {
       pool.parallel_for(n, quantize_tokens);
@@ -76,39 +106,74 @@ void QuantMatmul::run(ThreadPool& pool, const Tensor& w, const Tensor& x, Tensor
     base.x_sums_offset = layout.sums_offset;
   }
 
-  const int R = wk->rows, T = wk->tokens[0];
-  const std::int64_t chunk = std::max<std::int64_t>(T, static_cast<std::int64_t>(kChunkBytes / base.x_stride) / T * T);
-  const std::int64_t num_panels = m / R;
-  const std::int64_t panel_bytes = R * static_cast<std::int64_t>(base.w_stride);
-  const std::int64_t prefetch_rows = (kPrefetchBytes + panel_bytes - 1) / panel_bytes * R;
-  // Whole panels of R rows per chunk; the last chunk also takes the rows after
-  // the last panel, so every row's tile shape is fixed by m alone.
+  // The work, in units: each target's panels of R rows, its last unit also
+  // taking the rows after its last panel (a target of fewer than R rows is
+  // one unit of single rows), so that every row's tile shape is fixed by its
+  // own target's m alone.
+  struct Job {
+    const WeightKernels* wk;
+    TileArgs base;
+    std::int64_t m, panels, prefetch_rows, first_unit;
+  };
+  std::vector<Job> jobs;
+  jobs.reserve(targets.size());
+  std::int64_t num_units = 0;
+  int widest = 1;
+  for (const MatmulTarget& t : targets) {
+    if (t.w->rows() == 0) continue;
+    Job j{kernels_for(*t.w), base, t.w->rows(), 0, 0, num_units};
+    const int R = j.wk->rows;
+    j.base.w = static_cast<const std::byte*>(t.w->data);
+    j.base.w_stride = t.w->row_bytes();
+    j.base.y = t.y->as<float>();
+    j.base.y_stride = j.m;
+    j.base.bias = t.bias != nullptr ? t.bias->as<const float>() : nullptr;
+    j.panels = j.m / R;
+    const std::int64_t panel_bytes = R * static_cast<std::int64_t>(j.base.w_stride);
+    j.prefetch_rows = (kPrefetchBytes + panel_bytes - 1) / panel_bytes * R;
+    num_units += std::max<std::int64_t>(1, j.panels);
+    widest = std::max(widest, j.wk->tokens[0]);
+    jobs.push_back(j);
+  }
+  if (num_units == 0) return;
+
+  const std::int64_t chunk =
+      std::max<std::int64_t>(widest, static_cast<std::int64_t>(kChunkBytes / base.x_stride) / widest * widest);
   const std::int64_t num_chunks =
-      std::max<std::int64_t>(1, std::min<std::int64_t>(num_panels, pool.size() * ThreadPool::kChunksPerThread));
+      std::max<std::int64_t>(1, std::min<std::int64_t>(num_units, pool.size() * ThreadPool::kChunksPerThread));
   pool.run_chunks(num_chunks, [&](std::int64_t c, int) {
-    const std::int64_t row_begin = num_panels * c / num_chunks * R;
-    const std::int64_t row_end = c == num_chunks - 1 ? m : num_panels * (c + 1) / num_chunks * R;
-    auto tile_at = [&](TileFn fn, std::int64_t row, std::int64_t token, bool prefetch) {
-      TileArgs a = base;
-      a.w = base.w + row * base.w_stride;
-      a.x = base.x + token * base.x_stride;
-      a.y = y.as<float>() + token * m + row;
-      a.bias = bias != nullptr ? bias->as<const float>() + row : nullptr;
-      // The first tile of a panel fetches the weights of a panel further on.
-      if (prefetch && row + prefetch_rows + R <= m) a.prefetch = base.w + (row + prefetch_rows) * base.w_stride;
-      fn(a);
-    };
-    // Tokens [t0, t1) of rows [row, row + R or 1), in the widest tiles that fit.
-    auto tokens_of = [&](int shape, std::int64_t row, std::int64_t t0, std::int64_t t1) {
-      std::int64_t t = t0;
-      for (int s = 0; s < WeightKernels::kTokenShapes; ++s)
-        for (; t + wk->tokens[s] <= t1; t += wk->tokens[s]) tile_at(wk->tiles[shape][s], row, t, shape == 0 && t == t0);
-    };
+    const std::int64_t unit_begin = num_units * c / num_chunks, unit_end = num_units * (c + 1) / num_chunks;
     for (std::int64_t t0 = 0; t0 < n; t0 += chunk) {
       const std::int64_t t1 = std::min(n, t0 + chunk);
-      std::int64_t row = row_begin;
-      for (; row + R <= row_end; row += R) tokens_of(0, row, t0, t1);
-      for (; row < row_end; ++row) tokens_of(1, row, t0, t1);
+      std::size_t ji = 0;
+      for (std::int64_t u = unit_begin; u < unit_end; ++u) {
+        while (ji + 1 < jobs.size() && jobs[ji + 1].first_unit <= u) ++ji;
+        const Job& j = jobs[ji];
+        const WeightKernels& wk = *j.wk;
+        const int R = wk.rows;
+        auto tile_at = [&](TileFn fn, std::int64_t row, std::int64_t token, bool prefetch) {
+          TileArgs a = j.base;
+          a.w = j.base.w + row * j.base.w_stride;
+          a.x = j.base.x + token * j.base.x_stride;
+          a.y = j.base.y + token * j.m + row;
+          a.bias = j.base.bias != nullptr ? j.base.bias + row : nullptr;
+          // The first tile of a panel fetches the weights of a panel further on.
+          if (prefetch && row + j.prefetch_rows + R <= j.m)
+            a.prefetch = j.base.w + (row + j.prefetch_rows) * j.base.w_stride;
+          fn(a);
+        };
+        // Tokens [t0, t1) of rows [row, row + R or 1), in the widest tiles that fit.
+        auto tokens_of = [&](int shape, std::int64_t row) {
+          std::int64_t t = t0;
+          for (int s = 0; s < WeightKernels::kTokenShapes; ++s)
+            for (; t + wk.tokens[s] <= t1; t += wk.tokens[s])
+              tile_at(wk.tiles[shape][s], row, t, shape == 0 && t == t0);
+        };
+        const std::int64_t p = u - j.first_unit;
+        if (p < j.panels) tokens_of(0, p * R);
+        if (p == std::max<std::int64_t>(1, j.panels) - 1)
+          for (std::int64_t row = j.panels * R; row < j.m; ++row) tokens_of(1, row);
+      }
     }
   });
 }

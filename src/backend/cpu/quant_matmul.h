@@ -6,8 +6,10 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
+#include "backend/backend.h"
 #include "backend/buffer.h"
 #include "backend/cpu/cpu_features.h"
 #include "backend/cpu/matmul_kernels.h"
@@ -30,6 +32,21 @@ class QuantMatmul {
   // y[n, m] = x[n, k] * w[m, k]^T (+ bias[m]); shapes already checked.
   void run(ThreadPool& pool, const Tensor& w, const Tensor& x, Tensor& y, const Tensor* bias);
 
+  // The input of a group: x, or with up set, act(x) * up formed row by row
+  // as the activations are prepared (never written out whole).
+  struct Input {
+    const Tensor* x = nullptr;
+    const Tensor* up = nullptr;
+    GluActivation act = GluActivation::kSilu;
+  };
+  // Whether run_group takes these weights (with a glu input if glu): SIMD
+  // kernels for each, reading activations of one format, quantized if glu.
+  bool groupable(std::span<const MatmulTarget> targets, bool glu) const;
+  // run for every target over one input, the same bits as one run each: the
+  // activations are prepared once and the row panels of all targets are
+  // shared out over the threads in one pass (one wait instead of one each).
+  void run_group(ThreadPool& pool, const Input& in, std::span<const MatmulTarget> targets);
+
   // out[i, :] = table[ids[i], :] as f32, bit-identical to dequantize_row; ids checked.
   void embedding(ThreadPool& pool, const Tensor& table, const Tensor& ids, Tensor& out);
 
@@ -41,6 +58,8 @@ class QuantMatmul {
 
  private:
   void run_reference(ThreadPool& pool, const Tensor& w, const Tensor& x, Tensor& y, const Tensor* bias);
+  // The SIMD kernels for w, or null (the reference loops run).
+  const WeightKernels* kernels_for(const Tensor& w) const;
 
   const MatmulKernels* kernels_ = nullptr;
   MatmulPrecision precision_;

@@ -123,9 +123,8 @@ void DecoderModel::forward(const ForwardBatch& batch, std::vector<PagedKv>& kv, 
   for (std::int64_t l = 0; l < c.num_layers; ++l) {
     const Layer& layer = layers_[l];
     be.rms_norm(x, *layer.attn_norm, c.rms_norm_eps, h);
-    be.matmul(*layer.wq, h, q, layer.bq);
-    be.matmul(*layer.wk, h, k, layer.bk);
-    be.matmul(*layer.wv, h, v, layer.bv);
+    const MatmulTarget qkv[] = {{layer.wq, &q, layer.bq}, {layer.wk, &k, layer.bk}, {layer.wv, &v, layer.bv}};
+    be.matmuls(h, qkv);
     Tensor q3 = q.reshaped({T, heads, hd});   // [T, heads, head_dim]
     Tensor k3 = k.reshaped({T, kv_heads, hd});  // [T, kv_heads, head_dim]
     if (features_.qk_norm) {
@@ -144,10 +143,9 @@ void DecoderModel::forward(const ForwardBatch& batch, std::vector<PagedKv>& kv, 
     be.add(x, out);
 
     be.rms_norm(x, *layer.ffn_norm, c.rms_norm_eps, h);
-    be.matmul(*layer.w_gate, h, gate, nullptr);
-    be.matmul(*layer.w_up, h, up, nullptr);
-    be.glu(gate, up, features_.activation, gate);
-    be.matmul(*layer.w_down, gate, out, nullptr);
+    const MatmulTarget gate_up[] = {{layer.w_gate, &gate}, {layer.w_up, &up}};
+    be.matmuls(h, gate_up);
+    be.glu_matmul(*layer.w_down, gate, up, features_.activation, out);
     if (features_.sandwich_norms) be.rms_norm(out, *layer.post_ffn_norm, c.rms_norm_eps, out);
     be.add(x, out);
   }
