@@ -22,6 +22,7 @@
 #include "model/gguf_writer.h"
 #include "model/hf_checkpoint.h"
 #include "model/model_loader.h"
+#include "model/quantizer.h"
 #include "support/greedy_runner.h"
 #include "support/temp_path.h"
 #include "support/test_models.h"
@@ -326,6 +327,33 @@ TEST(TinyMoeGguf, BrokenExpertFilesAreRefusedClearly) {
       EXPECT_NE(std::string(e.what()).find(c.message), std::string::npos) << e.what();
     }
   }
+}
+
+// folio quantize on a mixture of experts: the stacked experts are quantized
+// row by row like any matrix (and packed by the CPU backend), the routers
+// are kept, and the model still decodes the reference's greedy tokens.
+TEST(TinyMoeGguf, QuantizedExpertsLoadAndDecode) {
+  const GgufFlavour f{"qwen3_moe", "qwen3moe", false};
+  folio::testing::TempPath path, quantized;
+  write_tiny_gguf(f, path.str());
+  QuantizeOptions options;
+  options.recipe = *parse_quant_recipe("q8_0");
+  quantize_gguf(GgufFile::open(path.str()), quantized.str(), options, {});
+  CpuBackend backend(2);  // the Q8 kernels, which read packed Q8_0
+  LoadedModel model = load_model(quantized.str(), backend);
+  EXPECT_EQ(model.weights->find("blk.0.ffn_up_exps.weight")->dtype, DType::Q8_0);
+  EXPECT_EQ(model.weights->find("blk.0.ffn_up_exps.weight")->layout, Layout::kCpuPacked);
+  EXPECT_EQ(model.weights->find("blk.0.ffn_gate_inp.weight")->dtype, DType::BF16);
+
+  const Reference ref = load_reference(f.dir);
+  std::vector<std::vector<TokenId>> prompts;
+  for (const auto& seq : ref.json["token_ids"]) prompts.push_back(seq.get<std::vector<TokenId>>());
+  GreedyRunner runner(backend, model, 64, 3);
+  const auto got = runner.greedy(prompts, 4, {});
+  int agree = 0;
+  for (std::size_t p = 0; p < prompts.size(); ++p)
+    for (std::size_t i = 0; i < got[p].size(); ++i) agree += got[p][i] == ref.json["greedy"][p]["tokens"][i].get<int>();
+  EXPECT_GE(agree, 9) << "of 12 greedy tokens after Q8_0 quantization";
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiny, TinyMoeGgufTest,
