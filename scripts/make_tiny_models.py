@@ -30,6 +30,15 @@ with its own regex). Each directory varies something the loader must handle:
     llama3  F16 weights, Llama 3's RoPE scaling (rope_type llama3, an
             original context short enough that all three frequency bands
             occur), tied
+    mixtral    F16, a mixture of 8 SwiGLU experts (top-2, weights
+               renormalised), per-expert tensors, separate lm_head
+    qwen3_moe  BF16, 8 experts (top-2, norm_topk_prob), per-head Q/K
+               RMSNorm, tied
+    qwen2_moe  F32, 4 experts (top-2, not renormalised) plus a shared
+               expert behind a sigmoid gate, Q/K/V biases, tied
+
+The routers are random like every other weight, so tokens do spread over the
+experts.
 
 tests/engine/tiny_model_test.cc checks folio's logits and greedy tokens
 against these files. Rerunning gives identical files (fixed seeds, CPU).
@@ -57,7 +66,8 @@ VOCAB_SIZE = 384
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 ADDED_TOKENS = ["<think>", "</think>"]  # added, not special
 GREEDY_TOKENS = 12
-SEEDS = {"llama": 1234, "qwen2": 1235, "qwen3": 1236, "gemma3": 1237, "llama3": 1238}
+SEEDS = {"llama": 1234, "qwen2": 1235, "qwen3": 1236, "gemma3": 1237, "llama3": 1238, "mixtral": 1239,
+         "qwen3_moe": 1240, "qwen2_moe": 1241}
 SEQUENCES = [  # token ids, fixed; every id below the smallest vocab
     [1, 17, 200, 33, 5, 150, 42, 260],
     [7, 300, 301, 12, 99, 64, 5, 5, 5, 18, 120, 250, 3, 77, 380, 2, 45],
@@ -203,6 +213,28 @@ def build(name: str):
         config = tf.Gemma3TextConfig(**args)
         return tok, tf.Gemma3ForCausalLM(config), dict(dtype=torch.float32, shard=None, string_merges=False,
                                                         bos="<|endoftext|>")
+    if name == "mixtral":
+        tok = make_tokenizer("llama3")
+        args = common(tok)
+        args.update(intermediate_size=32, num_local_experts=8, num_experts_per_tok=2, rope_theta=1000000.0,
+                    tie_word_embeddings=False)
+        config = tf.MixtralConfig(**args)
+        return tok, tf.MixtralForCausalLM(config), dict(dtype=torch.float16, shard=None, string_merges=False,
+                                                         bos="<|endoftext|>")
+    if name == "qwen3_moe":
+        tok = make_tokenizer("qwen2")
+        config = tf.Qwen3MoeConfig(**common(tok), head_dim=32, num_experts=8, num_experts_per_tok=2,
+                                   moe_intermediate_size=32, norm_topk_prob=True, rope_theta=1000000.0,
+                                   tie_word_embeddings=True)
+        return tok, tf.Qwen3MoeForCausalLM(config), dict(dtype=torch.bfloat16, shard=None, string_merges=False,
+                                                          bos=None)
+    if name == "qwen2_moe":
+        tok = make_tokenizer("qwen2")
+        config = tf.Qwen2MoeConfig(**common(tok), num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+                                   shared_expert_intermediate_size=48, norm_topk_prob=False,
+                                   rope_theta=1000000.0, tie_word_embeddings=True)
+        return tok, tf.Qwen2MoeForCausalLM(config), dict(dtype=torch.float32, shard=None, string_merges=False,
+                                                          bos=None)
     raise SystemExit(f"unknown model {name} (known: {', '.join(SEEDS)})")
 
 

@@ -145,7 +145,48 @@ class Backend {
   // Copies whole cache blocks, codes and scales of both pools (copy-on-write
   // of a shared partial block): pairs[i] = {src_block, dst_block}.
   virtual void copy_blocks(PagedKv& kv, const std::vector<std::pair<std::int32_t, std::int32_t>>& pairs) = 0;
+
+  // Mixture of experts. A step's tokens are routed (moe_route), their
+  // (token, rank) assignments grouped by expert (moe_group), each expert's
+  // projection run once over all of its rows (expert_matmul), and the
+  // results summed back per token in rank order (moe_combine): each expert's
+  // weights are read once per step, and a token's output depends on its own
+  // row only. Every count stays on the device: expert_matmul reads the
+  // group offsets itself, so no step waits on the host.
+
+  // Per token, the k = ids.cols() experts of highest softmax probability over
+  // router_logits: [T, num_experts] f32, best first (ties: the lower id);
+  // ids: [T, k] i32, weights: [T, k] f32 their probabilities, divided by
+  // their sum when normalize (Mixtral, Qwen3-MoE) or as they are (Qwen2-MoE).
+  virtual void moe_route(const Tensor& router_logits, bool normalize, Tensor& ids, Tensor& weights) = 0;
+
+  // Groups the T * k assignments of ids: [T, k] i32 by expert, in (token,
+  // rank) order within an expert. offsets: [num_experts + 1] i32, expert e's
+  // rows are [offsets[e], offsets[e + 1]); row_tokens: [T * k] i32, the token
+  // of each grouped row; assignment_rows: [T, k] i32, the grouped row of
+  // assignment (t, r).
+  virtual void moe_group(const Tensor& ids, Tensor& offsets, Tensor& row_tokens, Tensor& assignment_rows) = 0;
+
+  // y[j, :] = x[j, :] * w[e, :, :]^T for every row j in expert e's range of
+  // offsets: [num_experts + 1] i32; w: [num_experts, out, in] of any weight
+  // type, x: [rows, in] f32, y: [rows, out] f32, rows == offsets[num_experts].
+  // An expert without rows is not read. A row's result never depends on the
+  // other rows.
+  virtual void expert_matmul(const Tensor& w, const Tensor& x, const Tensor& offsets, Tensor& y) = 0;
+
+  // out[t, :] = sum over r = 0 .. k - 1, in that order, of
+  // weights[t, r] * y[assignment_rows[t, r], :]. y: [T * k, d] f32,
+  // assignment_rows: [T, k] i32, weights: [T, k] f32, out: [T, d] f32.
+  virtual void moe_combine(const Tensor& y, const Tensor& assignment_rows, const Tensor& weights, Tensor& out) = 0;
+
+  // x[t, :] += sigmoid(gate[t]) * y[t, :]; x, y: [T, d] f32, gate: [T, 1] f32
+  // (Qwen2-MoE's gated shared expert).
+  virtual void add_sigmoid_gated(Tensor& x, const Tensor& y, const Tensor& gate) = 0;
 };
+
+// Expert e of a stacked expert weight w: [num_experts, out, in], as the
+// [out, in] matrix it is (a view; packed layouts stay packed, being per row).
+inline Tensor expert_weight(const Tensor& w, std::int64_t e) { return w.rows_view(e * w.shape[1], w.shape[1]); }
 
 // The backends folio has, by name: "reference" (scalar, single-threaded,
 // written to be obviously right) and "cpu" (threaded, SIMD).

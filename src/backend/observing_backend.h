@@ -1,7 +1,7 @@
 // ObservingBackend: a Backend that runs every op on another backend and shows
 // each matmul's weight and input to an observer first. Calibration uses it to
 // collect the activation statistics of every weight (model/importance.h)
-// without the forward pass knowing.
+// without the forward pass knowing, and tests count the bytes a step reads.
 #pragma once
 
 #include <memory>
@@ -18,6 +18,14 @@ class MatmulObserver {
   virtual ~MatmulObserver() = default;
   // Called before y = x * w^T runs; x: [n, in] f32 on the backend's device.
   virtual void on_matmul(const Tensor& w, const Tensor& x) = 0;
+  // Called before expert_matmul runs; by default each expert that has rows
+  // is shown to on_matmul as its own [out, in] weight with its rows of x
+  // (which reads offsets on the host: observers run on the CPU).
+  virtual void on_expert_matmul(const Tensor& w, const Tensor& x, const Tensor& offsets) {
+    const auto* o = offsets.as<const std::int32_t>();
+    for (std::int64_t e = 0; e < w.shape[0]; ++e)
+      if (o[e + 1] > o[e]) on_matmul(expert_weight(w, e), x.rows_view(o[e], o[e + 1] - o[e]));
+  }
 };
 
 class ObservingBackend final : public Backend {
@@ -55,6 +63,22 @@ class ObservingBackend final : public Backend {
   void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) override { inner_->gather_rows(x, rows, out); }
   void copy_blocks(PagedKv& kv, const std::vector<std::pair<std::int32_t, std::int32_t>>& pairs) override {
     inner_->copy_blocks(kv, pairs);
+  }
+  void moe_route(const Tensor& router_logits, bool normalize, Tensor& ids, Tensor& weights) override {
+    inner_->moe_route(router_logits, normalize, ids, weights);
+  }
+  void moe_group(const Tensor& ids, Tensor& offsets, Tensor& row_tokens, Tensor& assignment_rows) override {
+    inner_->moe_group(ids, offsets, row_tokens, assignment_rows);
+  }
+  void expert_matmul(const Tensor& w, const Tensor& x, const Tensor& offsets, Tensor& y) override {
+    observer_.on_expert_matmul(w, x, offsets);
+    inner_->expert_matmul(w, x, offsets, y);
+  }
+  void moe_combine(const Tensor& y, const Tensor& assignment_rows, const Tensor& weights, Tensor& out) override {
+    inner_->moe_combine(y, assignment_rows, weights, out);
+  }
+  void add_sigmoid_gated(Tensor& x, const Tensor& y, const Tensor& gate) override {
+    inner_->add_sigmoid_gated(x, y, gate);
   }
 
  private:

@@ -79,4 +79,45 @@ void gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out) {
        "out must be [num_rows, cols] of x's type");
 }
 
+void moe_route(const Tensor& router_logits, const Tensor& ids, const Tensor& weights) {
+  need(router_logits.dtype == DType::F32 && router_logits.ndim == 2, "moe_route",
+       "router_logits must be f32 [tokens, experts]");
+  need(ids.dtype == DType::I32 && weights.dtype == DType::F32, "moe_route", "ids must be i32 and weights f32");
+  need(ids.rows() == router_logits.rows() && weights.rows() == ids.rows() && weights.cols() == ids.cols(), "moe_route",
+       "ids and weights must be [tokens, k]");
+  need(ids.cols() >= 1 && ids.cols() <= router_logits.cols(), "moe_route", "k must be between 1 and the experts");
+}
+
+void moe_group(const Tensor& ids, const Tensor& offsets, const Tensor& row_tokens, const Tensor& assignment_rows) {
+  need(ids.dtype == DType::I32 && offsets.dtype == DType::I32 && row_tokens.dtype == DType::I32 &&
+           assignment_rows.dtype == DType::I32,
+       "moe_group", "i32 only");
+  need(offsets.numel() >= 2, "moe_group", "offsets must be [experts + 1]");
+  need(row_tokens.numel() == ids.numel() && assignment_rows.numel() == ids.numel(), "moe_group",
+       "row_tokens and assignment_rows must hold one entry per assignment");
+}
+
+void expert_matmul(const Tensor& w, const Tensor& x, const Tensor& offsets, const Tensor& y) {
+  need(w.ndim == 3, "expert_matmul", "w must be [experts, out, in]");
+  need(offsets.dtype == DType::I32 && offsets.numel() == w.shape[0] + 1, "expert_matmul",
+       "offsets must be i32 [experts + 1]");
+  need(x.dtype == DType::F32 && y.dtype == DType::F32, "expert_matmul", "x and y must be f32");
+  need(x.cols() == w.cols(), "expert_matmul", "x's rows must be as long as w's");
+  need(y.rows() == x.rows() && y.cols() == w.shape[1], "expert_matmul", "y must be [x rows, w's out]");
+}
+
+void moe_combine(const Tensor& y, const Tensor& assignment_rows, const Tensor& weights, const Tensor& out) {
+  need(y.dtype == DType::F32 && out.dtype == DType::F32 && weights.dtype == DType::F32, "moe_combine",
+       "y, weights and out must be f32");
+  need(assignment_rows.dtype == DType::I32 && assignment_rows.numel() == weights.numel(), "moe_combine",
+       "assignment_rows must be i32 [tokens, k] like weights");
+  need(out.rows() == weights.rows() && out.cols() == y.cols(), "moe_combine", "out must be [tokens, y cols]");
+  need(y.rows() == weights.numel(), "moe_combine", "y must hold one row per assignment");
+}
+
+void add_sigmoid_gated(const Tensor& x, const Tensor& y, const Tensor& gate) {
+  same_f32_shape(x, y, "add_sigmoid_gated");
+  need(gate.dtype == DType::F32 && gate.numel() == x.rows(), "add_sigmoid_gated", "gate must be f32 [rows, 1]");
+}
+
 }  // namespace folio::op_checks

@@ -17,5 +17,10 @@ void paged_kv(const PagedKv& kv, const char* op);
 void write_kv(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const PagedKv& kv);
 void attention(const Tensor& q, const PagedKv& kv, const AttentionMetadata& meta, const Tensor& out);
 void gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out);
+void moe_route(const Tensor& router_logits, const Tensor& ids, const Tensor& weights);
+void moe_group(const Tensor& ids, const Tensor& offsets, const Tensor& row_tokens, const Tensor& assignment_rows);
+void expert_matmul(const Tensor& w, const Tensor& x, const Tensor& offsets, const Tensor& y);
+void moe_combine(const Tensor& y, const Tensor& assignment_rows, const Tensor& weights, const Tensor& out);
+void add_sigmoid_gated(const Tensor& x, const Tensor& y, const Tensor& gate);
 
 }  // namespace folio::op_checks

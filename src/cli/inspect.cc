@@ -39,6 +39,12 @@ void print_config(const ModelConfig& c, bool supported) {
   fmt::print("  layers              {}\n", c.num_layers);
   fmt::print("  hidden size         {}\n", c.hidden_size);
   fmt::print("  FFN size            {}\n", c.intermediate_size);
+  if (c.is_moe()) {
+    fmt::print("  experts             {} of {} per token, FFN size {}, weights {}\n", c.num_experts_used, c.num_experts,
+               c.expert_intermediate_size, c.expert_weights_norm ? "renormalised over the chosen" : "as routed");
+    if (c.shared_expert_intermediate_size > 0)
+      fmt::print("  shared expert       FFN size {}, sigmoid-gated\n", c.shared_expert_intermediate_size);
+  }
   fmt::print("  attention heads     {} (KV heads {}, head size {}{})\n", c.num_heads, c.num_kv_heads, c.head_dim,
              c.value_head_dim != c.head_dim ? fmt::format(", value size {}", c.value_head_dim) : "");
   fmt::print("  context length      {}\n", c.context_length);
@@ -146,7 +152,8 @@ void print_hf(const std::string& dir, bool list) {
   for (const SafetensorsTensor* t : tensors) {
     std::string shape;
     for (int d = 0; d < t->num_dims; ++d) shape += fmt::format("{}{}", shape.empty() ? "" : " x ", t->shape[d]);
-    const std::string gguf = gguf_tensor_name(t->name, arch != nullptr && arch->hf_gemma_norms);
+    std::string gguf = gguf_tensor_name(t->name, arch != nullptr && arch->hf_gemma_norms);
+    if (const auto expert = hf_expert_tensor(t->name)) gguf = fmt::format("{}[{}]", expert->gguf_name, expert->expert);
     fmt::print("  {:<48} {:<24} {:<6} {:<14} {:>12}\n", t->name, gguf.empty() ? "-" : gguf, name(t->dtype), shape,
                with_commas(t->size_bytes));
   }

@@ -29,6 +29,10 @@ class ActivationSquares final : public MatmulObserver {
     s.rows += rows;
   }
 
+  // A stacked expert weight gets one set of sums over the rows of all its
+  // experts (its columns are the same inputs), kept under the whole tensor.
+  void on_expert_matmul(const Tensor& w, const Tensor& x, const Tensor& offsets) override { on_matmul(w, x); }
+
   const Sums* find(const void* weight) const {
     auto it = sums_.find(weight);
     return it == sums_.end() ? nullptr : &it->second;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <cstring>
 #include <filesystem>
 #include <map>
 
@@ -48,7 +49,76 @@ constexpr LayerName kLayerNames[] = {
     {"mlp.gate_proj.weight", "ffn_gate.weight"},
     {"mlp.up_proj.weight", "ffn_up.weight"},
     {"mlp.down_proj.weight", "ffn_down.weight"},
+    // Mixture of experts: the router and Qwen2-MoE's shared expert and its gate.
+    {"block_sparse_moe.gate.weight", "ffn_gate_inp.weight"},
+    {"mlp.gate.weight", "ffn_gate_inp.weight"},
+    {"mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight"},
+    {"mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight"},
+    {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight"},
+    {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight"},
 };
+
+// One expert's projection (after "model.layers.N."): "<prefix>E<suffix>" ->
+// expert E of the stacked GGUF tensor (after "blk.N.").
+struct ExpertName {
+  std::string_view prefix;
+  std::string_view suffix;
+  std::string_view gguf;
+};
+constexpr ExpertName kExpertNames[] = {
+    {"block_sparse_moe.experts.", ".w1.weight", "ffn_gate_exps.weight"},  // Mixtral
+    {"block_sparse_moe.experts.", ".w3.weight", "ffn_up_exps.weight"},
+    {"block_sparse_moe.experts.", ".w2.weight", "ffn_down_exps.weight"},
+    {"mlp.experts.", ".gate_proj.weight", "ffn_gate_exps.weight"},  // Qwen2-MoE, Qwen3-MoE
+    {"mlp.experts.", ".up_proj.weight", "ffn_up_exps.weight"},
+    {"mlp.experts.", ".down_proj.weight", "ffn_down_exps.weight"},
+};
+
+// A decimal number of at most 9 digits that is all of `text`.
+bool parse_index(std::string_view text, unsigned& value) {
+  if (text.empty() || text.size() > 9) return false;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  return ec == std::errc() && end == text.data() + text.size();
+}
+
+// "model.layers.N.<rest>" -> N and rest; false for other names.
+bool split_layer(std::string_view hf, unsigned& layer, std::string_view& rest) {
+  constexpr std::string_view kLayers = "model.layers.";
+  if (!hf.starts_with(kLayers)) return false;
+  hf.remove_prefix(kLayers.size());
+  const std::size_t dot = hf.find('.');
+  if (dot == std::string_view::npos || !parse_index(hf.substr(0, dot), layer)) return false;
+  rest = hf.substr(dot + 1);
+  return true;
+}
+
+// The experts of one projection, by expert index, stacked into one
+// [experts, out, in] tensor: folio's expert ops (Backend::expert_matmul)
+// read a stacked tensor, as GGUF files store them, and Hugging Face
+// checkpoints store one tensor per expert. This copy, made once at load, is
+// the only place HF weights are not used in place.
+void add_stacked_experts(Weights& w, const std::string& dir, const std::string& name,
+                         const std::map<std::int64_t, const SafetensorsTensor*>& experts) {
+  const SafetensorsTensor& first = *experts.begin()->second;
+  const auto num_experts = static_cast<std::int64_t>(experts.size());
+  if (experts.rbegin()->first != num_experts - 1)
+    fail("{}: the experts of {} are numbered up to {} but only {} are present; an expert's tensor is missing", dir,
+         name, experts.rbegin()->first, num_experts);
+  if (first.num_dims != 2)
+    fail("{}: expert tensor {} must be 2-D, it has {} dimensions", dir, first.name, first.num_dims);
+  for (const auto& [e, t] : experts) {
+    if (t->dtype != first.dtype || t->num_dims != 2 || t->shape[0] != first.shape[0] || t->shape[1] != first.shape[1])
+      fail("{}: expert tensor {} differs in type or shape from {}; every expert of a projection must match", dir,
+           t->name, first.name);
+  }
+  Buffer storage(first.size_bytes * static_cast<std::size_t>(num_experts));
+  Tensor stacked = storage.view(first.dtype, {num_experts, first.shape[0], first.shape[1]});
+  FOLIO_CHECK(stacked.bytes() == storage.size());
+  for (const auto& [e, t] : experts)
+    std::memcpy(static_cast<std::uint8_t*>(stacked.data) + static_cast<std::size_t>(e) * first.size_bytes, t->data,
+                first.size_bytes);
+  w.add_owned(name, stacked, std::move(storage));
+}
 
 bool is_norm(std::string_view gguf_name) { return gguf_name.find("norm") != std::string_view::npos; }
 
@@ -58,20 +128,28 @@ std::string gguf_tensor_name(std::string_view hf, bool gemma_norms) {
   if (hf == "model.embed_tokens.weight") return "token_embd.weight";
   if (hf == "model.norm.weight") return "output_norm.weight";
   if (hf == "lm_head.weight") return "output.weight";
-  constexpr std::string_view kLayers = "model.layers.";
-  if (!hf.starts_with(kLayers)) return "";
-  hf.remove_prefix(kLayers.size());
-  const std::size_t dot = hf.find('.');
-  if (dot == std::string_view::npos || dot == 0 || dot > 9) return "";
   unsigned layer = 0;
-  auto [end, ec] = std::from_chars(hf.data(), hf.data() + dot, layer);
-  if (ec != std::errc() || end != hf.data() + dot) return "";
-  const std::string_view rest = hf.substr(dot + 1);
+  std::string_view rest;
+  if (!split_layer(hf, layer, rest)) return "";
   if (rest == "post_attention_layernorm.weight")
     return fmt::format("blk.{}.{}", layer, gemma_norms ? "post_attention_norm.weight" : "ffn_norm.weight");
   for (const LayerName& n : kLayerNames)
     if (rest == n.hf) return fmt::format("blk.{}.{}", layer, n.gguf);
   return "";
+}
+
+std::optional<HfExpertTensor> hf_expert_tensor(std::string_view hf) {
+  unsigned layer = 0;
+  std::string_view rest;
+  if (!split_layer(hf, layer, rest)) return std::nullopt;
+  for (const ExpertName& n : kExpertNames) {
+    if (rest.size() <= n.prefix.size() + n.suffix.size() || !rest.starts_with(n.prefix) || !rest.ends_with(n.suffix))
+      continue;
+    unsigned expert = 0;
+    if (!parse_index(rest.substr(n.prefix.size(), rest.size() - n.prefix.size() - n.suffix.size()), expert)) continue;
+    return HfExpertTensor{fmt::format("blk.{}.{}", layer, n.gguf), static_cast<std::int64_t>(expert)};
+  }
+  return std::nullopt;
 }
 
 bool is_model_directory(const std::string& path) {
@@ -149,7 +227,12 @@ Weights hf_weights(std::shared_ptr<const HfCheckpoint> checkpoint, const ArchEnt
   const HfCheckpoint& c = *checkpoint;
   Weights w(c.dir(), checkpoint);
   const bool tied = c.config().get_bool("tie_word_embeddings", false);
+  std::map<std::string, std::map<std::int64_t, const SafetensorsTensor*>> experts;  // stacked name -> experts
   for (const SafetensorsTensor* t : c.tensors()) {
+    if (const std::optional<HfExpertTensor> expert = hf_expert_tensor(t->name)) {
+      experts[expert->gguf_name][expert->expert] = t;
+      continue;
+    }
     const std::string name = gguf_tensor_name(t->name, arch.hf_gemma_norms);
     if (name.empty()) {
       if (t->name.ends_with("rotary_emb.inv_freq")) continue;  // recomputed from the config
@@ -176,6 +259,7 @@ Weights hf_weights(std::shared_ptr<const HfCheckpoint> checkpoint, const ArchEnt
       for (std::int64_t i = 0; i < n; ++i) copy.as<float>()[i] += 1.0f;
     w.add_owned(name, copy, std::move(storage));
   }
+  for (const auto& [name, by_expert] : experts) add_stacked_experts(w, c.dir(), name, by_expert);
   return w;
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -51,10 +52,20 @@ bool is_model_directory(const std::string& path);
 // not the one before the FFN (llama).
 std::string gguf_tensor_name(std::string_view hf_name, bool gemma_norms);
 
+// One expert's projection of an HF mixture of experts
+// ("model.layers.3.mlp.experts.5.up_proj.weight"): the stacked GGUF tensor it
+// belongs to ("blk.3.ffn_up_exps.weight") and its index there (5).
+struct HfExpertTensor {
+  std::string gguf_name;
+  std::int64_t expert = 0;
+};
+std::optional<HfExpertTensor> hf_expert_tensor(std::string_view hf_name);
+
 // The checkpoint's tensors under their GGUF names, as folio's architectures
 // read them: views of the mapped shards, except that 1-D tensors (norms,
-// biases) become f32 copies, Gemma's norms (1 + w), and lm_head is left out
-// when the config ties it to the embeddings.
+// biases) become f32 copies, Gemma's norms (1 + w), the experts of each
+// projection are stacked into one [experts, out, in] copy, and lm_head is left
+// out when the config ties it to the embeddings.
 Weights hf_weights(std::shared_ptr<const HfCheckpoint> checkpoint, const ArchEntry& arch);
 
 }  // namespace folio

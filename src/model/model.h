@@ -27,8 +27,11 @@ class Workspace {
   Workspace(Backend& backend, const ModelConfig& config, std::int64_t max_tokens, std::int64_t max_logits);
   std::int64_t max_tokens() const { return max_tokens_; }
   std::int64_t max_logits() const { return max_logits_; }
-  // A [rows, cols] f32 view of slot `index` (each slot is sized for the widest use).
+  // A [rows, cols] f32 (or i32) view of slot `index`. Each slot holds
+  // max_tokens rows of the widest activation; a mixture of experts' slots
+  // hold max_tokens x experts-used rows, one per (token, expert) pair.
   Tensor f32(int index, std::int64_t rows, std::int64_t cols) const;
+  Tensor i32(int index, std::int64_t rows, std::int64_t cols) const;
   Tensor logits(std::int64_t rows) const;
 
  private:

@@ -62,7 +62,49 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   if (!(c.rope.factor > 0)) fail("{}: rope scaling factor {} must be positive", f.path(), c.rope.factor);
 
   c.sliding_window.assign(static_cast<std::size_t>(c.num_layers), 0);
+
+  // Experts: a Mixtral file is a "llama" one with expert_count.
+  if (f.find(a + "expert_count") != nullptr) {
+    c.num_experts = need(a + "expert_count");
+    c.num_experts_used = need(a + "expert_used_count");
+    c.expert_intermediate_size =
+        f.find(a + "expert_feed_forward_length") ? need(a + "expert_feed_forward_length") : c.intermediate_size;
+    if (f.find(a + "expert_shared_feed_forward_length"))
+      c.shared_expert_intermediate_size = need(a + "expert_shared_feed_forward_length");
+    c.expert_weights_norm = f.get_bool(a + "expert_weights_norm", true);
+    c.check_experts(f.path());
+  }
   return c;
+}
+
+void ModelConfig::experts_from_hf(const HfConfig& hf, bool norm_default) {
+  const char* count_key = hf.has("num_experts") ? "num_experts" : "num_local_experts";
+  num_experts = hf.need_count(count_key);
+  num_experts_used = hf.need_count("num_experts_per_tok");
+  expert_intermediate_size =
+      hf.has("moe_intermediate_size") ? hf.need_count("moe_intermediate_size") : intermediate_size;
+  shared_expert_intermediate_size = hf.get_int("shared_expert_intermediate_size", 0);
+  expert_weights_norm = hf.get_bool("norm_topk_prob", norm_default);
+  if (hf.get_int("decoder_sparse_step", 1) != 1)
+    fail("{}: decoder_sparse_step {} mixes dense and expert layers, which folio does not run yet", hf.source(),
+         hf.get_int("decoder_sparse_step", 1));
+  if (const nlohmann::json* dense = hf.find("mlp_only_layers"); dense != nullptr && !dense->empty())
+    fail("{}: mlp_only_layers makes some layers dense, which folio does not run yet in a mixture of experts",
+         hf.source());
+  check_experts(hf.source());
+}
+
+void ModelConfig::check_experts(const std::string& source) const {
+  constexpr std::int64_t kMaxExperts = 1 << 16;
+  if (num_experts <= 0 || num_experts > kMaxExperts)
+    fail("{}: {} experts is out of range (1 to {})", source, num_experts, kMaxExperts);
+  if (num_experts_used < 1 || num_experts_used > num_experts)
+    fail("{}: {} experts used per token, but the model has {}; it must be between 1 and {}", source, num_experts_used,
+         num_experts, num_experts);
+  if (expert_intermediate_size <= 0)
+    fail("{}: the experts' FFN size {} must be positive", source, expert_intermediate_size);
+  if (shared_expert_intermediate_size < 0)
+    fail("{}: the shared expert's FFN size {} is negative", source, shared_expert_intermediate_size);
 }
 
 ModelConfig ModelConfig::from_hf(const HfConfig& hf) {

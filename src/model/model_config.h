@@ -55,6 +55,17 @@ struct ModelConfig {
   // Per layer: 0 for global attention, else the sliding window in tokens.
   std::vector<std::int64_t> sliding_window;
 
+  // Mixture of experts (num_experts > 0): every layer's FFN is num_experts
+  // SwiGLU experts of expert_intermediate_size, of which a router picks
+  // num_experts_used per token, plus an optional shared expert (Qwen2-MoE).
+  std::int64_t num_experts = 0;
+  std::int64_t num_experts_used = 0;                 // k of the top-k
+  std::int64_t expert_intermediate_size = 0;         // FFN width of one expert
+  std::int64_t shared_expert_intermediate_size = 0;  // 0: no shared expert
+  bool expert_weights_norm = false;                  // top-k weights renormalised to sum to 1
+
+  bool is_moe() const { return num_experts > 0; }
+
   std::int64_t q_dim() const { return num_heads * head_dim; }
   std::int64_t kv_dim() const { return num_kv_heads * head_dim; }
   // KV bytes per token: 2 x layers x kv_heads x head_dim x bytes per number.
@@ -70,6 +81,14 @@ struct ModelConfig {
   // Sets rope.scaling and its parameters from the object at `prefix` of a
   // config.json (rope_scaling, rope_parameters or one layer type's).
   void rope_scaling_from_hf(const HfConfig& config, const std::string& prefix);
+  // Reads a mixture of experts' keys of a config.json (num_experts or
+  // num_local_experts, num_experts_per_tok, moe_intermediate_size,
+  // shared_expert_intermediate_size, norm_topk_prob with `norm_default`) and
+  // refuses dense layers among sparse ones, which folio does not run.
+  void experts_from_hf(const HfConfig& config, bool norm_default);
+  // Checks the expert counts: k in [1, num_experts], widths positive; throws
+  // an Error naming `source`.
+  void check_experts(const std::string& source) const;
 };
 
 }  // namespace folio

@@ -104,8 +104,10 @@ std::vector<TensorQuantPlan> plan_quantization(const GgufFile& in, const Quantiz
   for (const GgufTensorInfo& t : in.tensors()) {
     TensorQuantPlan p{t.name, t.type, t.type, ""};
     const bool matrix = t.num_dims >= 2 && ends_with(t.name, ".weight");
-    if (!matrix) {
-      plans.push_back(std::move(p));  // norms, biases and tables stay as they are
+    // A router's error changes which experts run; routers are small.
+    const bool router = ends_with(t.name, ".ffn_gate_inp.weight") || ends_with(t.name, ".ffn_gate_inp_shexp.weight");
+    if (!matrix || router) {
+      plans.push_back(std::move(p));  // norms, biases, tables and routers stay as they are
       continue;
     }
     DType to = base;
@@ -114,7 +116,8 @@ std::vector<TensorQuantPlan> plan_quantization(const GgufFile& in, const Quantiz
       to = DType::Q6_K;
       p.why = tied ? "the tied embedding is also the output projection" : "the output projection";
     } else if (o.recipe.mix == Mix::kMedium &&
-               (ends_with(t.name, ".attn_v.weight") || ends_with(t.name, ".ffn_down.weight")) &&
+               (ends_with(t.name, ".attn_v.weight") || ends_with(t.name, ".ffn_down.weight") ||
+                ends_with(t.name, ".ffn_down_exps.weight")) &&
                gets_more_bits(layer_of(t.name), num_layers)) {
       to = DType::Q6_K;
       p.why = fmt::format("{} mix: more bits in layer {}", o.recipe.name, layer_of(t.name));

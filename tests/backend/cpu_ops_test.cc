@@ -4,14 +4,17 @@
 // in a prefill, alone as a decode, or beside other sequences.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/reference/reference_backend.h"
+#include "core/error.h"
 #include "tensor/half.h"
 #include "tensor/kv_dtype.h"
+#include "tensor/quantize.h"
 
 namespace folio {
 namespace {
@@ -315,6 +318,158 @@ TEST(CpuOps, CopyBlocksMovesCodesAndScales) {
       }
     }
   }
+}
+
+// The mixture-of-experts ops, one row per case: tokens, experts, k, the
+// experts' weight type and their [out, in]. Routing, grouping and combining
+// are exact (the CPU runs the reference's arithmetic); expert_matmul is the
+// CPU matmul per expert, so it is held to the matmul's tolerance against the
+// reference and to ==, row by row, against that matmul on one row alone.
+struct MoeCase {
+  std::int64_t tokens, experts, k;
+  DType type;
+  std::int64_t out, in;
+};
+
+TEST(CpuOps, MoeOpsMatchReference) {
+  const MoeCase cases[] = {
+      {1, 4, 2, DType::F32, 16, 32},   {5, 8, 2, DType::F16, 24, 64},  {13, 8, 3, DType::Q8_0, 40, 96},
+      {9, 16, 4, DType::Q4_0, 33, 64}, {7, 4, 4, DType::Q4_K, 8, 256}, {3, 64, 8, DType::BF16, 17, 32},
+      {0, 4, 1, DType::F32, 8, 8},
+  };
+  std::mt19937 rng(11);
+  for (const MoeCase& c : cases) {
+    SCOPED_TRACE(::testing::Message() << c.tokens << " tokens, " << c.experts << " experts, top " << c.k << ", "
+                                      << name(c.type) << " [" << c.out << ", " << c.in << "]");
+    CpuBackend cpu(3, {}, MatmulPrecision::kF32);
+    ReferenceBackend ref;
+    const std::int64_t T = c.tokens, E = c.experts, k = c.k, N = T * k;
+
+    // Routing: the same ids and weights, normalised or not.
+    auto logits = random_floats(static_cast<std::size_t>(T * E), rng, 2.0f);
+    Tensor logits_t(logits.data(), DType::F32, {T, E});
+    std::vector<std::int32_t> ids_a(N), ids_b(N);
+    std::vector<float> w_a(N), w_b(N);
+    Tensor ids_at(ids_a.data(), DType::I32, {T, k}), ids_bt(ids_b.data(), DType::I32, {T, k});
+    Tensor w_at(w_a.data(), DType::F32, {T, k}), w_bt(w_b.data(), DType::F32, {T, k});
+    for (bool normalize : {false, true}) {
+      ref.moe_route(logits_t, normalize, ids_at, w_at);
+      cpu.moe_route(logits_t, normalize, ids_bt, w_bt);
+      ASSERT_EQ(ids_a, ids_b);
+      ASSERT_EQ(w_a, w_b);
+    }
+    for (std::int64_t t = 0; t < T; ++t) {
+      float sum = 0;
+      for (std::int64_t r = 0; r < k; ++r) {
+        sum += w_a[t * k + r];
+        if (r > 0) {
+          EXPECT_GE(w_a[t * k + r - 1], w_a[t * k + r]) << "best first";
+        }
+      }
+      EXPECT_NEAR(sum, 1.0f, 1e-5f);
+      // The k chosen are the k largest logits.
+      std::vector<float> sorted(logits.begin() + t * E, logits.begin() + (t + 1) * E);
+      std::sort(sorted.rbegin(), sorted.rend());
+      for (std::int64_t r = 0; r < k; ++r) EXPECT_EQ(logits[t * E + ids_a[t * k + r]], sorted[r]);
+    }
+
+    // Grouping: the same on both, and a permutation consistent with ids.
+    std::vector<std::int32_t> off_a(E + 1), off_b(E + 1), tok_a(N), tok_b(N), rows_a(N), rows_b(N);
+    Tensor off_at(off_a.data(), DType::I32, {E + 1}), off_bt(off_b.data(), DType::I32, {E + 1});
+    Tensor tok_at(tok_a.data(), DType::I32, {N}), tok_bt(tok_b.data(), DType::I32, {N});
+    Tensor rows_at(rows_a.data(), DType::I32, {T, k}), rows_bt(rows_b.data(), DType::I32, {T, k});
+    ref.moe_group(ids_at, off_at, tok_at, rows_at);
+    cpu.moe_group(ids_at, off_bt, tok_bt, rows_bt);
+    ASSERT_EQ(off_a, off_b);
+    ASSERT_EQ(tok_a, tok_b);
+    ASSERT_EQ(rows_a, rows_b);
+    ASSERT_EQ(off_a[0], 0);
+    ASSERT_EQ(off_a[E], N);
+    for (std::int64_t a = 0; a < N; ++a) {
+      const std::int32_t row = rows_a[a], e = ids_a[a];
+      EXPECT_TRUE(row >= off_a[e] && row < off_a[e + 1]) << "assignment " << a << " outside its expert's rows";
+      EXPECT_EQ(tok_a[row], a / k);
+    }
+
+    // expert_matmul: a stacked [E, out, in] weight of the case's type.
+    const std::int64_t bytes_per_expert = row_bytes(c.type, c.in) * c.out;
+    std::vector<std::uint8_t> w_bytes(static_cast<std::size_t>(E * bytes_per_expert));
+    for (std::int64_t r = 0; r < E * c.out; ++r) {
+      auto vals = random_floats(static_cast<std::size_t>(c.in), rng, 0.5f);
+      quantize_row(c.type, vals.data(), w_bytes.data() + r * row_bytes(c.type, c.in), c.in);
+    }
+    Tensor w_ref(w_bytes.data(), c.type, {E, c.out, c.in});
+    Tensor w_cpu = w_ref;
+    Buffer packed = cpu.prepare_weight(w_cpu);
+    auto x = random_floats(static_cast<std::size_t>(N * c.in), rng);
+    Tensor xt(x.data(), DType::F32, {N, c.in});
+    std::vector<float> y_a(N * c.out, -1.0f), y_b(N * c.out, -1.0f);
+    Tensor y_at(y_a.data(), DType::F32, {N, c.out}), y_bt(y_b.data(), DType::F32, {N, c.out});
+    ref.expert_matmul(w_ref, xt, off_at, y_at);
+    cpu.expert_matmul(w_cpu, xt, off_at, y_bt);
+    for (std::int64_t e = 0; e < E; ++e) {
+      for (std::int64_t j = off_a[e]; j < off_a[e + 1]; ++j) {
+        double norm = 0;
+        std::vector<float> wrow(static_cast<std::size_t>(c.in));
+        for (std::int64_t o = 0; o < c.out; ++o) {
+          dequantize_row(c.type, expert_weight(w_ref, e).row(o), wrow.data(), c.in);
+          norm = 0;
+          for (std::int64_t i = 0; i < c.in; ++i) norm += std::fabs(wrow[i] * x[j * c.in + i]);
+          ASSERT_NEAR(y_a[j * c.out + o], y_b[j * c.out + o], 1e-5 * (norm + 1e-3)) << "expert " << e;
+        }
+        // One row alone through the CPU matmul of its expert: the same bits.
+        std::vector<float> alone(static_cast<std::size_t>(c.out));
+        Tensor alone_t(alone.data(), DType::F32, {1, c.out});
+        cpu.matmul(expert_weight(w_cpu, e), xt.rows_view(j, 1), alone_t, nullptr);
+        for (std::int64_t o = 0; o < c.out; ++o) ASSERT_EQ(alone[o], y_b[j * c.out + o]) << "expert " << e;
+      }
+    }
+
+    // Combining: exact, and the reference's sum in rank order.
+    std::vector<float> out_a(T * c.out), out_b(T * c.out);
+    Tensor out_at(out_a.data(), DType::F32, {T, c.out}), out_bt(out_b.data(), DType::F32, {T, c.out});
+    ref.moe_combine(y_bt, rows_at, w_at, out_at);
+    cpu.moe_combine(y_bt, rows_at, w_at, out_bt);
+    ASSERT_EQ(out_a, out_b);
+    for (std::int64_t t = 0; t < T; ++t)
+      for (std::int64_t o = 0; o < c.out; ++o) {
+        float want = 0;
+        for (std::int64_t r = 0; r < k; ++r) want += w_a[t * k + r] * y_b[rows_a[t * k + r] * c.out + o];
+        ASSERT_EQ(out_a[t * c.out + o], want);
+      }
+
+    // The shared expert's gate.
+    auto gate = random_floats(static_cast<std::size_t>(T), rng, 2.0f);
+    Tensor gate_t(gate.data(), DType::F32, {T, 1});
+    std::vector<float> sum_a = out_a, sum_b = out_a;
+    Tensor sum_at(sum_a.data(), DType::F32, {T, c.out}), sum_bt(sum_b.data(), DType::F32, {T, c.out});
+    ref.add_sigmoid_gated(sum_at, out_bt, gate_t);
+    cpu.add_sigmoid_gated(sum_bt, out_bt, gate_t);
+    ASSERT_EQ(sum_a, sum_b);
+    for (std::int64_t t = 0; t < T; ++t)
+      for (std::int64_t o = 0; o < c.out; ++o)
+        ASSERT_NEAR(sum_a[t * c.out + o], out_a[t * c.out + o] * (1 + 1 / (1 + std::exp(-gate[t]))), 1e-5);
+  }
+}
+
+TEST(CpuOps, MoeOpsRefuseBadInput) {
+  ReferenceBackend ref;
+  std::vector<std::int32_t> ids = {0, 5}, off(5), tok(2), rows(2);
+  Tensor ids_t(ids.data(), DType::I32, {1, 2}), off_t(off.data(), DType::I32, {5});
+  Tensor tok_t(tok.data(), DType::I32, {2}), rows_t(rows.data(), DType::I32, {1, 2});
+  EXPECT_THROW(ref.moe_group(ids_t, off_t, tok_t, rows_t),
+               Error);  // expert 5 of 4
+  std::vector<float> logits(3), w(4);
+  std::vector<std::int32_t> four(4);
+  Tensor logits_t(logits.data(), DType::F32, {1, 3}), w_t(w.data(), DType::F32, {1, 4});
+  Tensor four_t(four.data(), DType::I32, {1, 4});
+  EXPECT_THROW(ref.moe_route(logits_t, true, four_t, w_t),
+               Error);  // top-4 of 3 experts
+  std::vector<float> wm(2 * 4 * 4), x(2 * 4), y(2 * 4);
+  std::vector<std::int32_t> bad = {0, 2, 1};  // decreasing
+  Tensor wm_t(wm.data(), DType::F32, {2, 4, 4}), x_t(x.data(), DType::F32, {2, 4}), y_t(y.data(), DType::F32, {2, 4});
+  Tensor bad_t(bad.data(), DType::I32, {3});
+  EXPECT_THROW(ref.expert_matmul(wm_t, x_t, bad_t, y_t), Error);
 }
 
 }  // namespace

@@ -89,4 +89,22 @@ void CpuBackend::attention(const Tensor& q, const PagedKv& kv, const AttentionMe
   });
 }
 
+void CpuBackend::expert_matmul(const Tensor& w, const Tensor& x, const Tensor& offsets, Tensor& y) {
+  op_checks::expert_matmul(w, x, offsets, y);
+  for (std::int64_t e = 0; e < w.shape[0]; ++e) {
+    const auto [begin, end] = reference::expert_rows(offsets, e, x.rows());
+    if (begin == end) continue;
+    Tensor ye = y.rows_view(begin, end - begin);
+    matmul_.run(pool_, expert_weight(w, e), x.rows_view(begin, end - begin), ye, nullptr);
+  }
+}
+
+// The reference's arithmetic split over threads by token: bit-identical.
+void CpuBackend::moe_combine(const Tensor& y, const Tensor& assignment_rows, const Tensor& weights, Tensor& out) {
+  op_checks::moe_combine(y, assignment_rows, weights, out);
+  pool_.parallel_for(out.rows(), [&](std::int64_t begin, std::int64_t end) {
+    reference::moe_combine_tokens(y, assignment_rows, weights, out, begin, end);
+  });
+}
+
 }  // namespace folio

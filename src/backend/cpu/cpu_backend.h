@@ -41,6 +41,10 @@ class CpuBackend : public ReferenceBackend {
   void add(Tensor& x, const Tensor& y) override;
   void scale(Tensor& x, float s) override;
   void write_kv(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, PagedKv& kv) override;
+  // One threaded matmul per expert that has rows; routing, grouping and the
+  // gated add run the reference code (a few numbers per token).
+  void expert_matmul(const Tensor& w, const Tensor& x, const Tensor& offsets, Tensor& y) override;
+  void moe_combine(const Tensor& y, const Tensor& assignment_rows, const Tensor& weights, Tensor& out) override;
 
  private:
   CpuFeatures features_;

@@ -1,5 +1,6 @@
 #include "backend/reference/reference_backend.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -86,6 +87,30 @@ void attention_items(const Tensor& q, const PagedKv& kv, const AttentionMetadata
       for (std::int64_t d = 0; d < vd; ++d) o[d] += p * row[d];
     }
   }
+}
+
+void moe_combine_tokens(const Tensor& y, const Tensor& assignment_rows, const Tensor& weights, Tensor& out,
+                        std::int64_t token_begin, std::int64_t token_end) {
+  const std::int64_t k = weights.cols(), d = out.cols();
+  for (std::int64_t t = token_begin; t < token_end; ++t) {
+    float* o = out.as<float>() + t * d;
+    for (std::int64_t c = 0; c < d; ++c) o[c] = 0.0f;
+    for (std::int64_t r = 0; r < k; ++r) {
+      const std::int64_t row = assignment_rows.as<const std::int32_t>()[t * k + r];
+      FOLIO_CHECK(row >= 0 && row < y.rows());
+      const float w = weights.as<const float>()[t * k + r];
+      const float* yr = y.as<const float>() + row * d;
+      for (std::int64_t c = 0; c < d; ++c) o[c] += w * yr[c];
+    }
+  }
+}
+
+std::pair<std::int64_t, std::int64_t> expert_rows(const Tensor& offsets, std::int64_t e, std::int64_t num_rows) {
+  const auto* o = offsets.as<const std::int32_t>();
+  const std::int64_t begin = o[e], end = o[e + 1];
+  if (begin < 0 || begin > end || end > num_rows)
+    fail("expert_matmul: expert {} has rows [{}, {}), outside the {} rows given", e, begin, end, num_rows);
+  return {begin, end};
 }
 
 }  // namespace reference
@@ -212,6 +237,84 @@ void ReferenceBackend::copy_blocks(PagedKv& kv, const std::vector<std::pair<std:
     FOLIO_CHECK(src >= 0 && src < kv.num_blocks() && dst >= 0 && dst < kv.num_blocks());
     kv.k.copy_block(src, dst);
     kv.v.copy_block(src, dst);
+  }
+}
+
+void ReferenceBackend::moe_route(const Tensor& router_logits, bool normalize, Tensor& ids, Tensor& weights) {
+  op_checks::moe_route(router_logits, ids, weights);
+  const std::int64_t E = router_logits.cols(), k = ids.cols();
+  std::vector<float> probs(static_cast<std::size_t>(E));
+  std::vector<bool> taken(static_cast<std::size_t>(E));
+  for (std::int64_t t = 0; t < router_logits.rows(); ++t) {
+    const float* logits = router_logits.as<const float>() + t * E;
+    float max_logit = -std::numeric_limits<float>::infinity();
+    for (std::int64_t e = 0; e < E; ++e) max_logit = std::max(max_logit, logits[e]);
+    float sum = 0.0f;
+    for (std::int64_t e = 0; e < E; ++e) {
+      probs[e] = std::exp(logits[e] - max_logit);
+      sum += probs[e];
+    }
+    for (std::int64_t e = 0; e < E; ++e) probs[e] /= sum;
+    std::fill(taken.begin(), taken.end(), false);
+    std::int32_t* id = ids.as<std::int32_t>() + t * k;
+    float* w = weights.as<float>() + t * k;
+    float chosen = 0.0f;
+    for (std::int64_t r = 0; r < k; ++r) {
+      std::int64_t best = -1;
+      for (std::int64_t e = 0; e < E; ++e)
+        if (!taken[e] && (best < 0 || probs[e] > probs[best])) best = e;
+      taken[best] = true;
+      id[r] = static_cast<std::int32_t>(best);
+      w[r] = probs[best];
+      chosen += probs[best];
+    }
+    if (normalize)
+      for (std::int64_t r = 0; r < k; ++r) w[r] /= chosen;
+  }
+}
+
+void ReferenceBackend::moe_group(const Tensor& ids, Tensor& offsets, Tensor& row_tokens, Tensor& assignment_rows) {
+  op_checks::moe_group(ids, offsets, row_tokens, assignment_rows);
+  const std::int64_t E = offsets.numel() - 1, k = ids.cols(), n = ids.numel();
+  const auto* id = ids.as<const std::int32_t>();
+  auto* o = offsets.as<std::int32_t>();
+  std::fill(o, o + E + 1, 0);
+  for (std::int64_t a = 0; a < n; ++a) {
+    if (id[a] < 0 || id[a] >= E) fail("moe_group: expert id {} is outside the {} experts", id[a], E);
+    ++o[id[a] + 1];
+  }
+  for (std::int64_t e = 0; e < E; ++e) o[e + 1] += o[e];
+  std::vector<std::int32_t> next(o, o + E);
+  for (std::int64_t a = 0; a < n; ++a) {
+    const std::int32_t row = next[id[a]]++;
+    row_tokens.as<std::int32_t>()[row] = static_cast<std::int32_t>(a / k);
+    assignment_rows.as<std::int32_t>()[a] = row;
+  }
+}
+
+void ReferenceBackend::expert_matmul(const Tensor& w, const Tensor& x, const Tensor& offsets, Tensor& y) {
+  op_checks::expert_matmul(w, x, offsets, y);
+  std::vector<float> scratch;
+  for (std::int64_t e = 0; e < w.shape[0]; ++e) {
+    const auto [begin, end] = reference::expert_rows(offsets, e, x.rows());
+    if (begin == end) continue;
+    Tensor xe = x.rows_view(begin, end - begin), ye = y.rows_view(begin, end - begin);
+    const Tensor we = expert_weight(w, e);
+    reference::matmul_rows(we, xe, ye, nullptr, 0, we.rows(), scratch);
+  }
+}
+
+void ReferenceBackend::moe_combine(const Tensor& y, const Tensor& assignment_rows, const Tensor& weights, Tensor& out) {
+  op_checks::moe_combine(y, assignment_rows, weights, out);
+  reference::moe_combine_tokens(y, assignment_rows, weights, out, 0, out.rows());
+}
+
+void ReferenceBackend::add_sigmoid_gated(Tensor& x, const Tensor& y, const Tensor& gate) {
+  op_checks::add_sigmoid_gated(x, y, gate);
+  const std::int64_t d = x.cols();
+  for (std::int64_t t = 0; t < x.rows(); ++t) {
+    const float g = 1.0f / (1.0f + std::exp(-gate.as<const float>()[t]));
+    for (std::int64_t c = 0; c < d; ++c) x.as<float>()[t * d + c] += g * y.as<const float>()[t * d + c];
   }
 }
 

@@ -2,6 +2,7 @@
 // to be obviously right. The other backends are tested against it.
 #pragma once
 
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -20,6 +21,13 @@ void matmul_rows(const Tensor& w, const Tensor& x, Tensor& y, const Tensor* bias
 void attention_items(const Tensor& q, const PagedKv& kv, const AttentionMetadata& meta,
                      const AttentionParams& params, Tensor& out, std::int64_t item_begin, std::int64_t item_end,
                      std::vector<float>& scores);
+
+// Tokens [token_begin, token_end) of moe_combine.
+void moe_combine_tokens(const Tensor& y, const Tensor& assignment_rows, const Tensor& weights, Tensor& out,
+                        std::int64_t token_begin, std::int64_t token_end);
+
+// Expert e's row range [begin, end) of expert_matmul's offsets, checked.
+std::pair<std::int64_t, std::int64_t> expert_rows(const Tensor& offsets, std::int64_t e, std::int64_t num_rows);
 
 }  // namespace reference
 
@@ -43,6 +51,11 @@ class ReferenceBackend : public Backend {
                  Tensor& out) override;
   void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) override;
   void copy_blocks(PagedKv& kv, const std::vector<std::pair<std::int32_t, std::int32_t>>& pairs) override;
+  void moe_route(const Tensor& router_logits, bool normalize, Tensor& ids, Tensor& weights) override;
+  void moe_group(const Tensor& ids, Tensor& offsets, Tensor& row_tokens, Tensor& assignment_rows) override;
+  void expert_matmul(const Tensor& w, const Tensor& x, const Tensor& offsets, Tensor& y) override;
+  void moe_combine(const Tensor& y, const Tensor& assignment_rows, const Tensor& weights, Tensor& out) override;
+  void add_sigmoid_gated(Tensor& x, const Tensor& y, const Tensor& gate) override;
 };
 
 }  // namespace folio

@@ -73,9 +73,25 @@ DecoderModel::DecoderModel(ModelConfig config, DecoderFeatures features, const W
       layer.post_ffn_norm = &w.get(n("post_ffw_norm.weight"), {H});
     }
     layer.ffn_norm = &w.get(n("ffn_norm.weight"), {H});
-    layer.w_gate = &w.get(n("ffn_gate.weight"), {F, H});
-    layer.w_up = &w.get(n("ffn_up.weight"), {F, H});
-    layer.w_down = &w.get(n("ffn_down.weight"), {H, F});
+    if (c.is_moe()) {
+      const std::int64_t E = c.num_experts, Fe = c.expert_intermediate_size, Fs = c.shared_expert_intermediate_size;
+      layer.router = &w.get(n("ffn_gate_inp.weight"), {E, H});
+      layer.gate_exps = &w.get(n("ffn_gate_exps.weight"), {E, Fe, H});
+      layer.up_exps = &w.get(n("ffn_up_exps.weight"), {E, Fe, H});
+      layer.down_exps = &w.get(n("ffn_down_exps.weight"), {E, H, Fe});
+      if (Fs > 0) {
+        layer.w_gate = &w.get(n("ffn_gate_shexp.weight"), {Fs, H});
+        layer.w_up = &w.get(n("ffn_up_shexp.weight"), {Fs, H});
+        layer.w_down = &w.get(n("ffn_down_shexp.weight"), {H, Fs});
+        const Tensor* gate = w.find(n("ffn_gate_inp_shexp.weight"));
+        layer.shared_gate = gate != nullptr && gate->ndim == 1 ? &w.get(n("ffn_gate_inp_shexp.weight"), {H})
+                                                               : &w.get(n("ffn_gate_inp_shexp.weight"), {1, H});
+      }
+    } else {
+      layer.w_gate = &w.get(n("ffn_gate.weight"), {F, H});
+      layer.w_up = &w.get(n("ffn_up.weight"), {F, H});
+      layer.w_down = &w.get(n("ffn_down.weight"), {H, F});
+    }
     layer.attention.scale = features_.attention_scale > 0 ? features_.attention_scale
                             : c.attention_scale > 0   ? c.attention_scale
                                                       : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
@@ -143,9 +159,13 @@ void DecoderModel::forward(const ForwardBatch& batch, std::vector<PagedKv>& kv, 
     be.add(x, out);
 
     be.rms_norm(x, *layer.ffn_norm, c.rms_norm_eps, h);
-    const MatmulTarget gate_up[] = {{layer.w_gate, &gate}, {layer.w_up, &up}};
-    be.matmuls(h, gate_up);
-    be.glu_matmul(*layer.w_down, gate, up, features_.activation, out);
+    if (layer.router != nullptr) {
+      moe_ffn(layer, h, ws, out);
+    } else {
+      const MatmulTarget gate_up[] = {{layer.w_gate, &gate}, {layer.w_up, &up}};
+      be.matmuls(h, gate_up);
+      be.glu_matmul(*layer.w_down, gate, up, features_.activation, out);
+    }
     if (features_.sandwich_norms) be.rms_norm(out, *layer.post_ffn_norm, c.rms_norm_eps, out);
     be.add(x, out);
   }
@@ -155,6 +175,49 @@ void DecoderModel::forward(const ForwardBatch& batch, std::vector<PagedKv>& kv, 
   be.gather_rows(x, batch.logits_rows, selected);
   be.rms_norm(selected, *output_norm_, c.rms_norm_eps, selected);
   be.matmul(*output_, selected, logits, nullptr);
+}
+
+// Slots 0-2 hold the residual stream, h and out; the experts use the rest.
+// Each (token, rank) assignment is one row of the grouped activations, so a
+// token's k results are computed from its own row only and summed in rank
+// order: its output never depends on the other tokens of the step.
+void DecoderModel::moe_ffn(const Layer& layer, const Tensor& h, const Workspace& ws, Tensor& out) {
+  const ModelConfig& c = config_;
+  Backend& be = backend_;
+  const std::int64_t T = h.rows(), H = c.hidden_size, E = c.num_experts, k = c.num_experts_used;
+  const std::int64_t N = T * k, Fe = c.expert_intermediate_size;
+
+  Tensor router_logits = ws.f32(3, T, E);                  // [T, experts]
+  Tensor ids = ws.i32(4, T, k);                            // [T, k] expert of each assignment, best first
+  Tensor weights = ws.f32(5, T, k);                        // [T, k] its routing weight
+  Tensor offsets = ws.i32(6, 1, E + 1).reshaped({E + 1});  // [experts + 1] grouped rows of each expert
+  Tensor row_tokens = ws.i32(7, N, 1).reshaped({N});       // [T * k] token of each grouped row
+  Tensor assignment_rows = ws.i32(8, T, k);                // [T, k] grouped row of each assignment
+  Tensor xs = ws.f32(9, N, H);                             // [T * k, hidden] inputs, grouped by expert
+  Tensor gs = ws.f32(10, N, Fe);                           // [T * k, expert_ffn]
+  Tensor us = ws.f32(11, N, Fe);                           // [T * k, expert_ffn]
+  Tensor ys = ws.f32(9, N, H);                             // [T * k, hidden] outputs (xs's slot, read by then)
+
+  be.matmul(*layer.router, h, router_logits, nullptr);
+  be.moe_route(router_logits, c.expert_weights_norm, ids, weights);
+  be.moe_group(ids, offsets, row_tokens, assignment_rows);
+  be.gather_rows(h, row_tokens, xs);
+  be.expert_matmul(*layer.gate_exps, xs, offsets, gs);
+  be.expert_matmul(*layer.up_exps, xs, offsets, us);
+  be.glu(gs, us, features_.activation, gs);
+  be.expert_matmul(*layer.down_exps, gs, offsets, ys);
+  be.moe_combine(ys, assignment_rows, weights, out);
+
+  if (layer.shared_gate == nullptr) return;
+  const std::int64_t Fs = c.shared_expert_intermediate_size;
+  Tensor gate = ws.f32(10, T, Fs);      // [T, shared_ffn]
+  Tensor up = ws.f32(11, T, Fs);        // [T, shared_ffn]
+  Tensor shared = ws.f32(9, T, H);      // [T, hidden]
+  Tensor gate_logit = ws.f32(3, T, 1);  // [T, 1]
+  const MatmulTarget shared_in[] = {{layer.w_gate, &gate}, {layer.w_up, &up}, {layer.shared_gate, &gate_logit}};
+  be.matmuls(h, shared_in);
+  be.glu_matmul(*layer.w_down, gate, up, features_.activation, shared);
+  be.add_sigmoid_gated(out, shared, gate_logit);
 }
 
 }  // namespace folio

@@ -1,7 +1,11 @@
 // DecoderModel: the pre-norm decoder-only transformer that the llama family,
 // qwen2 and their relatives share (embed, N x [norm, attention, residual,
 // norm, gated FFN, residual], final norm, LM head). An architecture file
-// picks its features; the math is written here once.
+// picks its features; the math is written here once. When the config has
+// experts, each FFN is a mixture of experts (Mixtral, Qwen2/3-MoE): a router,
+// the top-k of num_experts SwiGLU experts per token, grouped by expert so
+// that each expert's weights are read once per step, and an optional shared
+// expert behind a sigmoid gate.
 #pragma once
 
 #include <vector>
@@ -42,13 +46,21 @@ class DecoderModel : public Model {
     const Tensor* k_norm;
     const Tensor* post_attn_norm;
     const Tensor* ffn_norm;
-    const Tensor* w_gate;
+    const Tensor* w_gate;  // dense FFN, or the shared expert of a MoE layer (optional there)
     const Tensor* w_up;
     const Tensor* w_down;
+    const Tensor* router;       // MoE: [experts, hidden]
+    const Tensor* gate_exps;    // MoE: [experts, expert_ffn, hidden]
+    const Tensor* up_exps;      // MoE: [experts, expert_ffn, hidden]
+    const Tensor* down_exps;    // MoE: [experts, hidden, expert_ffn]
+    const Tensor* shared_gate;  // MoE with a shared expert: [1, hidden] (or [hidden])
     const Tensor* post_ffn_norm;
     const RopeTable* rope;
     AttentionParams attention;
   };
+
+  // The mixture-of-experts FFN of `layer` on h: [T, hidden] -> out: [T, hidden].
+  void moe_ffn(const Layer& layer, const Tensor& h, const Workspace& ws, Tensor& out);
 
   DecoderFeatures features_;
   Backend& backend_;

@@ -5,7 +5,8 @@
 namespace folio {
 
 namespace {
-const std::array<const ArchEntry*, 4> kArchs = {&kLlamaArch, &kQwen2Arch, &kQwen3Arch, &kGemma3Arch};
+const std::array<const ArchEntry*, 7> kArchs = {&kLlamaArch,   &kQwen2Arch,    &kQwen3Arch,   &kGemma3Arch,
+                                                &kMixtralArch, &kQwen2MoeArch, &kQwen3MoeArch};
 }
 
 const ArchEntry* find_arch(std::string_view name) {

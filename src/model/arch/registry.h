@@ -36,6 +36,9 @@ extern const ArchEntry kLlamaArch;
 extern const ArchEntry kQwen2Arch;
 extern const ArchEntry kQwen3Arch;
 extern const ArchEntry kGemma3Arch;
+extern const ArchEntry kMixtralArch;
+extern const ArchEntry kQwen2MoeArch;
+extern const ArchEntry kQwen3MoeArch;
 
 const ArchEntry* find_arch(std::string_view name);
 // The entry whose hf_class is `model_class`, or nullptr.
