@@ -36,13 +36,22 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::dispatch(JobFn fn, void* ctx, std::int64_t num_chunks) {
+  const std::uint32_t gen = generation_.load(std::memory_order_relaxed) + 1;
+  // First close the previous job's claims: a worker may still be in work()
+  // for it, holding a claim value of the old generation with every chunk
+  // taken. Were the job written first, that worker could read the new chunk
+  // count, find its old claim still in place and win it - running a chunk
+  // of the new job twice and counting it twice (the caller then waited
+  // forever), or with a context half written. With the new generation in
+  // place first, its compare-exchange fails; job_chunks_ is released and
+  // acquired so that a worker seeing the new count also sees this store.
+  claim_.store((static_cast<std::uint64_t>(gen) << 32) | kNoChunk, std::memory_order_seq_cst);
   // Only the caller writes the job, and only between jobs: every chunk of
   // the previous one is done, so no worker can be running it.
   job_fn_ = fn;
   job_ctx_ = ctx;
-  job_chunks_.store(num_chunks, std::memory_order_relaxed);
   done_.store(0, std::memory_order_relaxed);
-  const std::uint32_t gen = generation_.load(std::memory_order_relaxed) + 1;
+  job_chunks_.store(num_chunks, std::memory_order_release);
   claim_.store(static_cast<std::uint64_t>(gen) << 32, std::memory_order_release);
   // seq_cst on both sides (here and around the worker's sleep) so that either
   // the worker sees the new generation or this sees the sleeper.
@@ -57,7 +66,7 @@ void ThreadPool::work(std::uint32_t gen, int thread) {
   for (;;) {
     if (static_cast<std::uint32_t>(c >> 32) != gen) return;  // a later job: not ours to claim
     const auto chunk = static_cast<std::int64_t>(c & 0xFFFFFFFFu);
-    if (chunk >= job_chunks_.load(std::memory_order_relaxed)) return;
+    if (chunk >= job_chunks_.load(std::memory_order_acquire)) return;
     if (!claim_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
     job_fn_(job_ctx_, chunk, thread);
     done_.fetch_add(1, std::memory_order_acq_rel);

@@ -69,6 +69,8 @@ class ThreadPool {
   void* job_ctx_ = nullptr;
   std::atomic<std::int64_t> job_chunks_{0};
   // (generation << 32) | next chunk: a claim is valid only for its own job.
+  // The chunk part while a job is being written: above any chunk count.
+  static constexpr std::uint64_t kNoChunk = 0xFFFFFFFFu;
   std::atomic<std::uint64_t> claim_{0};
   std::atomic<std::int64_t> done_{0};
   std::atomic<std::uint32_t> generation_{0};

@@ -27,6 +27,31 @@ TEST(ThreadPool, EveryChunkRunsOnceInEveryJob) {
   }
 }
 
+// A worker still leaving the last job (it has seen every chunk claimed)
+// must not claim a chunk of the next one while the caller is writing it:
+// that ran a chunk twice, or with the old job's context, and left the
+// caller waiting forever for a count it had passed. Jobs whose chunk count
+// grows from one to the next open that window; many tiny ones hit it.
+TEST(ThreadPool, AWorkerLeavingAJobNeverClaimsFromTheNext) {
+  for (int threads : {2, 3}) {
+    ThreadPool pool(threads);
+    std::vector<std::atomic<int>> hits(64);
+    for (int job = 0; job < 300000; ++job) {
+      const std::int64_t chunks = job % 2 == 0 ? 2 : 64;
+      for (std::int64_t c = 0; c < chunks; ++c) hits[static_cast<std::size_t>(c)].store(0, std::memory_order_relaxed);
+      const int tag = job;
+      std::atomic<int> wrong_job{0};
+      pool.run_chunks(chunks, [&](std::int64_t c, int) {
+        if (tag != job) wrong_job.fetch_add(1);
+        hits[static_cast<std::size_t>(c)].fetch_add(1, std::memory_order_relaxed);
+      });
+      ASSERT_EQ(wrong_job.load(), 0) << "threads " << threads << " job " << job;
+      for (std::int64_t c = 0; c < chunks; ++c)
+        ASSERT_EQ(hits[static_cast<std::size_t>(c)].load(), 1) << "threads " << threads << " job " << job << " chunk " << c;
+    }
+  }
+}
+
 TEST(ThreadPool, ParallelForCoversTheRangeExactlyOnce) {
   ThreadPool pool(2);
   for (std::int64_t n : {0, 1, 2, 7, 100, 1001}) {
