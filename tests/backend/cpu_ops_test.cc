@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -135,6 +136,53 @@ TEST(CpuOps, AttentionMatchesReference) {
     for (std::size_t i = 0; i < want.size(); ++i) worst = std::max(worst, double(std::fabs(want[i] - got[i])));
     EXPECT_LT(worst, 2e-5) << c.kv_type.name() << " heads " << c.heads << "/" << c.kv_heads << " dim " << c.head_dim
                            << " block " << c.block_size << " window " << c.window;
+  }
+}
+
+// Sliding-window layers never read the blocks that lie wholly before every
+// window of the step (issue 9: such blocks are "released or never read";
+// they stay allocated because a model's global layers still need them): the
+// rows of those blocks are NaN, and the output is the same bits as with
+// their real values.
+TEST(CpuOps, SlidingWindowAttentionNeverReadsBlocksBeforeTheWindow) {
+  std::mt19937 rng(11);
+  const int heads = 8, kv_heads = 2, hd = 64, bs = 16;
+  for (std::int64_t window : {37, 300}) {
+    // A decode deep in context and a prefill chunk in the middle of a prompt.
+    const std::vector<std::pair<int, int>> seqs = {{520, 1}, {400, 8}};
+    const int per_seq = (520 + bs - 1) / bs;
+    Cache cache(DType::F16, 2 * per_seq, kv_heads, bs, hd, hd, rng);
+    const auto blocks = shuffled_blocks(2, per_seq, rng);
+    Batch b(seqs, blocks, bs);
+    const std::int64_t T = b.meta.num_tokens;
+    auto q = random_floats(static_cast<std::size_t>(T * heads * hd), rng);
+    Tensor qt(q.data(), DType::F32, {T, heads, hd});
+    AttentionParams params{0.125f, window, 0.0f};
+    std::vector<float> want(q.size()), got(q.size());
+    Tensor wt(want.data(), DType::F32, {T, heads, hd}), gt(got.data(), DType::F32, {T, heads, hd});
+    CpuBackend cpu(2);
+    cpu.attention(qt, cache.kv, b.meta, params, wt);
+    // Poison every block that ends before the earliest window start of its
+    // sequence's queries in this step.
+    int poisoned = 0;
+    for (std::size_t s = 0; s < seqs.size(); ++s) {
+      const auto [len, fed] = seqs[s];
+      const std::int64_t first_window = std::max<std::int64_t>(0, len - fed - window + 1);
+      for (std::int64_t blk = 0; (blk + 1) * bs <= first_window; ++blk, ++poisoned)
+        for (std::int64_t h = 0; h < kv_heads; ++h)
+          for (std::int64_t r = 0; r < bs; ++r) {
+            const std::int64_t row = (blocks[s][static_cast<std::size_t>(blk)] * kv_heads + h) * bs + r;
+            for (const KvPool* p : {&cache.kv.k, &cache.kv.v}) {
+              auto* codes = static_cast<std::uint16_t*>(p->row(row));
+              std::fill(codes, codes + hd, std::uint16_t{0x7E00});  // f16 NaN
+            }
+          }
+    }
+    ASSERT_GT(poisoned, 0) << "window " << window;
+    cpu.attention(qt, cache.kv, b.meta, params, gt);
+    for (std::size_t i = 0; i < want.size(); ++i)
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(got[i]), std::bit_cast<std::uint32_t>(want[i]))
+          << "window " << window << " element " << i << " (" << poisoned << " blocks poisoned)";
   }
 }
 
