@@ -211,9 +211,10 @@ def main():
                     help="comma-separated subset of " + ", ".join(s[0] for s in SCENARIOS))
     ap.add_argument("--curve", action="store_true", help="also the decode throughput curve on SmolLM2")
     ap.add_argument("--no-cpu", action="store_true", help="skip the per-model comparison (with --curve)")
-    ap.add_argument("--peer-wait-policy", choices=["active", "passive"], default="active",
-                    help="OMP_WAIT_POLICY for llama.cpp (default active, llama.cpp's own default and its fastest; "
-                         "folio bench stops the peer between its turns, so its spinning costs folio nothing)")
+    ap.add_argument("--peer-wait-policy", choices=["active", "passive"], default="passive",
+                    help="OMP_WAIT_POLICY for llama.cpp (default passive, the steadier on a shared machine; active "
+                         "is llama.cpp's own default and its fastest on a quiet one; folio bench stops the peer "
+                         "between its turns, so either way its threads cannot spin through folio's)")
     ap.add_argument("--peer-python", help="Python with llama-cpp-python (default: folio bench's, build/venv-ref)")
     ap.add_argument("--write", metavar="RESULTS.md", help="write the tables into this markdown file")
     ap.add_argument("--json-out", metavar="FILE", help="also save every folio bench result as JSON")

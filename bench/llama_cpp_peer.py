@@ -61,6 +61,8 @@ import time
 # 20 tok/s with passive waiting (sleep when idle, as folio's pool does after
 # a short spin), interleaved. So the peer waits passively unless the
 # environment sets OMP_WAIT_POLICY (set it to active to measure the spin).
+# `folio bench --peer` stops this process (SIGSTOP) between its turns, so
+# with either policy its idle threads cannot take the cores from folio's.
 os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 
 import numpy as np  # noqa: E402

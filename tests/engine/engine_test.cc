@@ -267,6 +267,55 @@ TEST_F(EngineTest, SecondRequestOnAThousandTokenPrefixComputesOnlyItsSuffix) {
   expect_pool_free(engine);
 }
 
+// Gemma 3 interleaves sliding-window layers (512 tokens) with global ones.
+// A second request whose shared prefix is longer than the window is served
+// from the prefix cache - blocks that its sliding-window layers no longer
+// see, and that the global layers still read - and writes exactly the tokens
+// it writes with the cache off, in one prefill or in chunks smaller than
+// the window.
+TEST(EngineSlidingWindow, PrefixCacheHitsBeyondTheWindowChangeNothing) {
+  FOLIO_REQUIRE_MODEL(path, folio::testing::kGemma3);
+  ModelSessionOptions o;
+  o.model_path = path;
+  o.threads = 2;
+  std::shared_ptr<ModelSession> session = open_model_session(o);
+  std::string shared;
+  for (int i = 0; shared.size() < 4000; ++i)
+    shared += "Clause " + std::to_string(i) + " of the agreement sets out what each party must do. ";
+  auto request = [&](const std::string& text) {
+    EngineRequest r;
+    r.prompt = session->tokenizer->encode(text, true, false);
+    r.params.temperature = 0;
+    r.params.max_tokens = 24;
+    r.params.ignore_eos = true;
+    return r;
+  };
+  const EngineRequest a = request(shared + "Which clause comes first?");
+  const EngineRequest b = request(shared + "Summarise the agreement in one line:");
+  ASSERT_GT(a.prompt.size(), 600u);
+  auto config = [](bool caching, int batched_tokens) {
+    EngineConfig c;
+    c.max_num_batched_tokens = batched_tokens;
+    c.max_model_len = 2048;
+    c.kv_num_blocks = 256;
+    c.enable_prefix_caching = caching;
+    return c;
+  };
+  std::vector<TokenId> alone;
+  {
+    Engine engine(session, config(false, 2048));
+    alone = collect(*engine.submit(b)).tokens.at(0);
+  }
+  for (int batched_tokens : {2048, 200}) {
+    Engine engine(session, config(true, batched_tokens));
+    collect(*engine.submit(a));
+    auto stream = engine.submit(b);
+    const Collected got = collect(*stream);
+    EXPECT_GT(got.usage.cached_tokens, 512) << "the hit should reach past the window";
+    EXPECT_EQ(got.tokens.at(0), alone) << "chunks of " << batched_tokens << " tokens";
+  }
+}
+
 TEST_F(EngineTest, GreedyCompletionsOfOneRequestAreEqualAndShareThePrompt) {
   EngineRequest r = greedy("The best thing about mornings is", 10);
   const auto want = run_alone(config(), r);
