@@ -66,7 +66,8 @@ Engine::Engine(std::shared_ptr<ModelSession> session, const EngineConfig& config
     if (spec.method == SpeculativeConfig::Method::kNgram) {
       proposer_ = std::make_unique<NgramProposer>(spec.ngram_min, spec.ngram_max);
     } else {
-      proposer_ = make_draft_model_proposer(*session_, spec, config_.max_num_seqs, config_.max_model_len);
+      proposer_ = make_draft_model_proposer(*session_, spec, config_.max_num_seqs, config_.max_model_len,
+                                             config_.kv_dtype);
     }
   }
   // Forks of n > 1 requests can run beside max_num_seqs others.

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "engine/engine.h"
+#include "engine/speculative/draft_model_proposer.h"
 #include "support/test_models.h"
 
 namespace folio {
@@ -444,6 +445,25 @@ TEST_F(EngineTest, DraftModelSpeculationNeverChangesAGreedyOutput) {
     EXPECT_GT(engine.stats().spec_accepted_tokens, 0);
     expect_pool_free(engine);
   }
+}
+
+// The draft's cache holds the KV type the engine was given, not f16 always,
+// and speculation over quantized caches still writes the target's tokens.
+TEST_F(EngineTest, DraftModelKeepsTheEnginesKvCacheType) {
+  const KvCacheDType q8(KvDType::kQ8_0);
+  DraftModelProposer proposer(*session_, session_, 4, 256, q8);
+  EXPECT_EQ(proposer.kv_dtype(), q8);
+  const auto texts = speculation_prompts();
+  EngineConfig plain = config();
+  plain.kv_dtype = q8;
+  EngineConfig c = plain;
+  c.speculative.method = SpeculativeConfig::Method::kDraft;
+  c.speculative.num_tokens = 4;
+  c.speculative.draft_model_path = folio::testing::model_path(folio::testing::kSmolLM2);
+  Engine engine(session_, c);
+  for (const auto& t : texts)
+    EXPECT_EQ(collect(*engine.submit(greedy(t, 16))).tokens.at(0), run_alone(plain, greedy(t, 16)));
+  EXPECT_GT(engine.stats().spec_accepted_tokens, 0);
 }
 
 TEST_F(EngineTest, DraftModelWithAnotherVocabularyIsRefused) {

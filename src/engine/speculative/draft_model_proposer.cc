@@ -18,7 +18,7 @@ TokenId argmax(const float* row, std::int64_t n) {
 }  // namespace
 
 DraftModelProposer::DraftModelProposer(const ModelSession& target, std::shared_ptr<ModelSession> draft,
-                                       int max_num_seqs, int max_model_len)
+                                       int max_num_seqs, int max_model_len, KvCacheDType kv_dtype)
     : draft_(std::move(draft)), max_model_len_(max_model_len) {
   const Vocab& t = target.tokenizer->vocab();
   const Vocab& d = draft_->tokenizer->vocab();
@@ -33,6 +33,7 @@ DraftModelProposer::DraftModelProposer(const ModelSession& target, std::shared_p
 
   const ModelConfig& c = draft_->config();
   KvStorageOptions o;
+  o.dtype = kv_dtype;
   const std::int64_t per_seq = (max_model_len_ + o.block_size - 1) / o.block_size;
   o.num_blocks = std::min<std::int64_t>(per_seq * max_num_seqs,
                                         KvStorage::blocks_for_budget(c, o.block_size, o.dtype, kDraftKvBytes));
@@ -165,13 +166,13 @@ void DraftModelProposer::release(RequestId id) {
 }
 
 std::unique_ptr<Proposer> make_draft_model_proposer(const ModelSession& target, const SpeculativeConfig& config,
-                                                    int max_num_seqs, int max_model_len) {
+                                                    int max_num_seqs, int max_model_len, KvCacheDType kv_dtype) {
   if (config.draft_model_path.empty()) fail("speculative decoding with a draft model needs its path (draft:PATH)");
   ModelSessionOptions o;
   o.model_path = config.draft_model_path;
   if (const auto* cpu = dynamic_cast<const CpuBackend*>(target.backend.get())) o.threads = cpu->num_threads();
   auto draft = open_model_session(o);
-  return std::make_unique<DraftModelProposer>(target, std::move(draft), max_num_seqs, max_model_len);
+  return std::make_unique<DraftModelProposer>(target, std::move(draft), max_num_seqs, max_model_len, kv_dtype);
 }
 
 }  // namespace folio

@@ -20,12 +20,14 @@ namespace folio {
 
 class DraftModelProposer : public Proposer {
  public:
-  // Throws Error when the draft's vocabulary differs from the target's.
+  // Throws Error when the draft's vocabulary differs from the target's. The
+  // draft's cache holds kv_dtype, as the target's does (--kv-cache-dtype).
   DraftModelProposer(const ModelSession& target, std::shared_ptr<ModelSession> draft, int max_num_seqs,
-                     int max_model_len);
+                     int max_model_len, KvCacheDType kv_dtype = {});
   void propose(std::span<const ProposalRequest> requests, std::vector<std::vector<TokenId>>& out) override;
   void accepted(RequestId id, int num_accepted) override;
   void release(RequestId id) override;
+  KvCacheDType kv_dtype() const { return storage_->dtype(); }
 
  private:
   struct State {
@@ -43,8 +45,8 @@ class DraftModelProposer : public Proposer {
   std::unordered_map<RequestId, State> states_;
 };
 
-// The proposer for SpeculativeConfig::Method::kDraft.
+// The proposer for SpeculativeConfig::Method::kDraft; its cache holds kv_dtype.
 std::unique_ptr<Proposer> make_draft_model_proposer(const ModelSession& target, const SpeculativeConfig& config,
-                                                    int max_num_seqs, int max_model_len);
+                                                    int max_num_seqs, int max_model_len, KvCacheDType kv_dtype);
 
 }  // namespace folio
