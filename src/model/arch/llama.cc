@@ -2,10 +2,8 @@
 // SiLU-gated FFN. GGUF llama files store Q/K rows permuted for the normal
 // (adjacent-pair) RoPE ordering; Hugging Face checkpoints keep the rows as
 // trained and rotate halves (NeoX), so the style follows the format.
-#include "core/error.h"
 #include "model/arch/decoder.h"
 #include "model/arch/registry.h"
-#include "model/hf_config.h"
 
 namespace folio {
 
@@ -17,7 +15,7 @@ const ArchEntry kLlamaArch{
     },
     "LlamaForCausalLM",
     [](ModelConfig& c, const HfConfig& hf) {
-      if (c.activation != Activation::kSilu) fail("{}: a llama model needs hidden_act silu", hf.source());
+      require_hf_silu(c, hf, "llama");
       c.rope.style = RopeStyle::kNeox;
     },
 };

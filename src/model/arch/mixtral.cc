@@ -19,7 +19,7 @@ const ArchEntry kMixtralArch{
     },
     "MixtralForCausalLM",
     [](ModelConfig& c, const HfConfig& hf) {
-      if (c.activation != Activation::kSilu) fail("{}: a mixtral model needs hidden_act silu", hf.source());
+      require_hf_silu(c, hf, "mixtral");
       c.experts_from_hf(hf, /*norm_default=*/true);
       if (!hf.get_bool("norm_topk_prob", true)) fail("{}: Mixtral renormalises its top-k weights", hf.source());
       const std::int64_t window = hf.get_int("sliding_window", 0);

@@ -1,9 +1,7 @@
 // Qwen2 / Qwen2.5: the llama decoder with biases on Q, K and V and NeoX
 // (half-split) RoPE.
-#include "core/error.h"
 #include "model/arch/decoder.h"
 #include "model/arch/registry.h"
-#include "model/hf_config.h"
 
 namespace folio {
 
@@ -18,9 +16,8 @@ const ArchEntry kQwen2Arch{
     },
     "Qwen2ForCausalLM",
     [](ModelConfig& c, const HfConfig& hf) {
-      if (c.activation != Activation::kSilu) fail("{}: a qwen2 model needs hidden_act silu", hf.source());
-      if (hf.get_bool("use_sliding_window", false))
-        fail("{}: Qwen2's sliding window (use_sliding_window) is not supported", hf.source());
+      require_hf_silu(c, hf, "qwen2");
+      refuse_hf_qwen_sliding_window(hf, "Qwen2");
       c.attention_bias = true;
     },
 };

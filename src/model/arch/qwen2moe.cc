@@ -23,12 +23,8 @@ const ArchEntry kQwen2MoeArch{
     },
     "Qwen2MoeForCausalLM",
     [](ModelConfig& c, const HfConfig& hf) {
-      if (c.activation != Activation::kSilu) fail("{}: a qwen2moe model needs hidden_act silu", hf.source());
-      if (hf.get_bool("use_sliding_window", false))
-        fail(
-            "{}: Qwen2-MoE's sliding window (use_sliding_window) is not "
-            "supported",
-            hf.source());
+      require_hf_silu(c, hf, "qwen2moe");
+      refuse_hf_qwen_sliding_window(hf, "Qwen2-MoE");
       c.attention_bias = hf.get_bool("qkv_bias", true);
       c.experts_from_hf(hf, /*norm_default=*/false);
     },

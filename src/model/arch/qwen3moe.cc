@@ -23,12 +23,8 @@ const ArchEntry kQwen3MoeArch{
     },
     "Qwen3MoeForCausalLM",
     [](ModelConfig& c, const HfConfig& hf) {
-      if (c.activation != Activation::kSilu) fail("{}: a qwen3moe model needs hidden_act silu", hf.source());
-      if (hf.get_bool("use_sliding_window", false))
-        fail(
-            "{}: Qwen3-MoE's sliding window (use_sliding_window) is not "
-            "supported",
-            hf.source());
+      require_hf_silu(c, hf, "qwen3moe");
+      refuse_hf_qwen_sliding_window(hf, "Qwen3-MoE");
       c.experts_from_hf(hf, /*norm_default=*/false);
       if (c.shared_expert_intermediate_size != 0) fail("{}: Qwen3-MoE has no shared expert", hf.source());
     },

@@ -2,7 +2,19 @@
 
 #include <array>
 
+#include "core/error.h"
+#include "model/hf_config.h"
+
 namespace folio {
+
+void require_hf_silu(const ModelConfig& config, const HfConfig& hf, std::string_view arch) {
+  if (config.activation != Activation::kSilu) fail("{}: a {} model needs hidden_act silu", hf.source(), arch);
+}
+
+void refuse_hf_qwen_sliding_window(const HfConfig& hf, std::string_view family) {
+  if (hf.get_bool("use_sliding_window", false))
+    fail("{}: {}'s sliding window (use_sliding_window) is not supported", hf.source(), family);
+}
 
 namespace {
 const std::array<const ArchEntry*, 7> kArchs = {&kLlamaArch,   &kQwen2Arch,    &kQwen3Arch,   &kGemma3Arch,

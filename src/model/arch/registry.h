@@ -40,6 +40,13 @@ extern const ArchEntry kMixtralArch;
 extern const ArchEntry kQwen2MoeArch;
 extern const ArchEntry kQwen3MoeArch;
 
+// What the SwiGLU architectures check of a config.json: hidden_act silu
+// (`arch` names the architecture in the error).
+void require_hf_silu(const ModelConfig& config, const HfConfig& hf, std::string_view arch);
+// Qwen's config.json can switch on a sliding window (use_sliding_window) that
+// folio does not run; refused with `family` in the error.
+void refuse_hf_qwen_sliding_window(const HfConfig& hf, std::string_view family);
+
 const ArchEntry* find_arch(std::string_view name);
 // The entry whose hf_class is `model_class`, or nullptr.
 const ArchEntry* find_hf_arch(std::string_view model_class);
