@@ -6,7 +6,7 @@
 #include <limits>
 
 #include "server/api_error.h"
-#include "tokenizer/jinja_error.h"
+#include "tokenizer/jinja/error.h"
 #include "tokenizer/utf8.h"
 
 namespace folio::server {

@@ -9,7 +9,7 @@
 #include "core/error.h"
 
 #include "model/gguf_file.h"
-#include "tokenizer/jinja_json.h"
+#include "tokenizer/jinja/json.h"
 #include "tokenizer/vocab.h"
 
 namespace folio {

@@ -9,8 +9,8 @@
 #include <optional>
 #include <string>
 
-#include "tokenizer/jinja_error.h"
-#include "tokenizer/jinja_template.h"
+#include "tokenizer/jinja/error.h"
+#include "tokenizer/jinja/template.h"
 
 namespace folio {
 
