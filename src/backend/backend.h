@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend/buffer.h"
+#include "core/ids.h"
 #include "backend/kv_pool.h"
 #include "tensor/tensor.h"
 
@@ -34,7 +35,7 @@ struct RopeTable {
 struct PagedKv {
   KvPool k;
   KvPool v;
-  std::int64_t block_size = 16;
+  std::int64_t block_size = kDefaultBlockSize;
   std::int64_t num_blocks() const { return k.codes.shape[0]; }
   std::int64_t num_kv_heads() const { return k.codes.shape[1]; }
   std::int64_t head_dim() const { return k.dim; }

@@ -31,7 +31,7 @@ struct Options {
   std::string kv = "f16";
   std::int64_t ctx = 4096;
   std::int64_t users = 1;
-  int block_size = 16;
+  int block_size = kDefaultBlockSize;
   std::string reserve = "10%";
   bool json = false;
   bool list = false;

@@ -37,7 +37,7 @@ struct EngineConfig {
   std::uint64_t kv_cache_bytes = 2ull << 30;  // KV pool budget (K and V, all layers)
   std::int64_t kv_num_blocks = 0;     // > 0 overrides kv_cache_bytes (tests)
   KvCacheDType kv_dtype;              // K and V cache types (f16 both by default)
-  int block_size = 16;
+  int block_size = kDefaultBlockSize;
   bool enable_prefix_caching = true;
   bool enable_chunked_prefill = true;
   SchedulingPolicy policy = SchedulingPolicy::kFcfs;

@@ -14,7 +14,7 @@
 namespace folio {
 
 struct KvStorageOptions {
-  std::int64_t block_size = 16;     // tokens per block
+  std::int64_t block_size = kDefaultBlockSize;  // tokens per block
   KvCacheDType dtype;               // K and V types (f16 both by default)
   std::uint64_t budget_bytes = 0;   // total bytes for K and V of all layers
   std::int64_t num_blocks = 0;      // if > 0, overrides budget_bytes

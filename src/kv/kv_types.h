@@ -4,13 +4,12 @@
 
 #include <cstdint>
 
+#include "core/ids.h"
+
 namespace folio {
 
 using BlockId = std::int32_t;     // index of a block in the pool, 0 .. num_blocks - 1
-using TokenId = std::int32_t;     // same type as the tokenizer's TokenId
 using RequestId = std::uint64_t;  // the engine's id of a request (or of a forked child)
 using SlotId = std::int64_t;      // block_id * block_size + offset
-
-inline constexpr int kDefaultBlockSize = 16;
 
 }  // namespace folio

@@ -10,13 +10,12 @@
 #include <string_view>
 #include <vector>
 
+#include "core/ids.h"
 #include "tokenizer/token_index.h"
 
 namespace folio {
 
 class GgufFile;
-
-using TokenId = std::int32_t;
 
 // Token types of tokenizer.ggml.token_type.
 enum class TokenType : std::int32_t {
