@@ -54,7 +54,7 @@ __attribute__((target("avx2"))) std::int64_t sum_bytes(const std::byte* p, std::
 void StreamRead(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
   const std::size_t bytes = std::size_t{1} << 30;  // far beyond every cache
-  Buffer buffer(bytes);
+  Buffer buffer = host_buffer(bytes);
   std::memset(buffer.data(), 1, bytes);
   ThreadPool pool(threads);
   std::vector<std::int64_t> sums(static_cast<std::size_t>(threads));
@@ -125,7 +125,7 @@ void Matmul(benchmark::State& state, Shape shape, MatmulPrecision precision) {
   // enough copies of the matrix to miss every cache, as a forward pass does
   // over its layers.
   const std::size_t copies = n <= 8 ? std::max<std::size_t>(1, (std::size_t{256} << 20) / w_bytes) : 1;
-  Buffer weights(w_bytes * copies);
+  Buffer weights = host_buffer(w_bytes * copies);
   fill_weights(shape.type, static_cast<std::byte*>(weights.data()), w_bytes * copies);
   std::vector<float> x(static_cast<std::size_t>(n * k)), y(static_cast<std::size_t>(n * m));
   std::mt19937 rng(8);
@@ -139,7 +139,7 @@ void Matmul(benchmark::State& state, Shape shape, MatmulPrecision precision) {
   std::vector<Buffer> packed;
   for (std::size_t c = 0; c < copies; ++c) {
     ws.push_back(Tensor(static_cast<std::byte*>(weights.data()) + c * w_bytes, shape.type, {m, k}));
-    if (!g_no_pack) packed.push_back(cpu.prepare_weight(ws.back()));
+    if (!g_no_pack) packed.push_back(cpu.load_weight(ws.back()));
   }
   std::size_t copy = 0;
   for (auto _ : state) {

@@ -1,19 +1,26 @@
-// Backend: the operations a forward pass is written against. Every backend
-// (the scalar reference, the threaded CPU one, CUDA later) implements the same
-// contract, and every op is tested against the reference. Tensors live on the
-// backend's device; one engine step is a sequence of these calls over
-// preallocated buffers, with no host round-trip inside it.
+// Backend: the operations a forward pass is written against, device-neutral.
+// Every backend (the scalar reference, the threaded CPU one, CUDA) implements
+// the same contract, and every op is tested against the reference by one
+// conformance suite (tests/backend/ops). Tensors live on the backend's
+// device: buffers are made and freed by the backend, weights and the KV pool
+// are put there once, and nothing outside backend/ reads device memory; the
+// host reaches it only through copy_to_device and copy_to_host. One engine
+// step is a fixed sequence of these calls over preallocated buffers, with no
+// host round trip inside it: ops may run asynchronously, and copy_to_host is
+// the step's one synchronisation point.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "backend/buffer.h"
-#include "core/ids.h"
 #include "backend/kv_pool.h"
+#include "backend/sampling/sampling_batch.h"
+#include "core/ids.h"
 #include "tensor/tensor.h"
 
 namespace folio {
@@ -26,7 +33,7 @@ struct RopeTable {
   bool neox = false;                // pairs (i, i + dim/2) instead of (2i, 2i+1)
   int dim = 0;                      // rotated dimensions per head
   float attention_factor = 1.0f;    // yarn's magnitude scale on cos/sin
-  std::vector<float> inv_freq;      // [dim / 2]
+  Tensor inv_freq;                  // [dim / 2] f32 on the backend's device
 };
 
 // The paged KV cache of one layer: a K pool and a V pool of num_blocks blocks
@@ -46,13 +53,18 @@ struct PagedKv {
   }
 };
 
-// Where each token of a flattened ragged batch belongs; all int32 on device.
+// Where each token of a flattened ragged batch belongs; the tensors are int32
+// on the device, the counts host numbers a kernel launch may size itself by.
 // Sequences are contiguous in the batch: sequence s owns tokens
 // [query_start[s], query_start[s + 1]) whose positions end at seq_lens[s] - 1.
+// block_tables has a fixed row stride for a runner (max_blocks_per_seq, the
+// model's context in blocks), so its shape does not change from step to step.
 struct AttentionMetadata {
   std::int64_t num_tokens = 0;
   std::int64_t num_seqs = 0;
-  std::int64_t max_blocks_per_seq = 0;
+  std::int64_t max_blocks_per_seq = 0;  // row stride of block_tables
+  std::int64_t max_seq_len = 0;         // longest seq_lens entry of the step
+  std::int64_t max_query_len = 0;       // most tokens one sequence feeds this step
   Tensor positions;     // [num_tokens]
   Tensor slot_mapping;  // [num_tokens] cache slot each token's K/V is written to
   Tensor query_start;   // [num_seqs + 1]
@@ -73,28 +85,57 @@ struct MatmulTarget {
   const Tensor* bias = nullptr;
 };
 
+// How a weight's bytes reach the device: progress(bytes done, bytes in all)
+// for large models.
+using LoadProgress = std::function<void(std::uint64_t done_bytes, std::uint64_t total_bytes)>;
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
   virtual Device device() const = 0;
 
-  // Memory on the backend's device, and copies between host and device.
+  // The number type of the activations its ops read and write: the residual
+  // stream, normed inputs, projections, attention in and out, FFN and MoE
+  // rows, router logits. F32 on the CPU backends; a GPU backend may choose
+  // BF16 or F16 for its matrix units, and the reference runs all three (the
+  // model code never names it). Whatever it is, logits and MoE routing
+  // weights are F32 and ids I32; an op rounds to the activation type only
+  // where it stores its outputs.
+  virtual DType activation_dtype() const { return DType::F32; }
+
+  // Zero-filled memory on the backend's device, freed when the Buffer goes.
   virtual Buffer allocate(std::size_t bytes) = 0;
-  virtual void copy_to_device(Tensor& dst, const void* src, std::size_t bytes) = 0;
+  // Host memory that copies to and from the device read fastest (pinned on
+  // a GPU): the staging of what crosses each step. Host code may read and
+  // write it.
+  virtual Buffer allocate_host(std::size_t bytes) { return host_buffer(bytes); }
+  // Copies bytes from host memory into dst. May return before the copy is
+  // done when src lies in an allocate_host buffer; such a source must then
+  // stay unchanged until the next copy_to_host or synchronize.
+  virtual void copy_to_device(const Tensor& dst, const void* src, std::size_t bytes) = 0;
+  // Copies bytes of src into host memory, after every op queued before it:
+  // the one point where a step waits for the device.
   virtual void copy_to_host(void* dst, const Tensor& src, std::size_t bytes) = 0;
+  // Waits until every queued op and copy is done.
+  virtual void synchronize() {}
 
-  // Called once per weight at model load, before any op sees it: the backend
-  // may rewrite w into a layout its kernels read faster. w then views the
-  // returned storage, which the caller keeps as long as w; an empty Buffer
-  // leaves w unchanged. Weights may be used by matmul and embedding alike.
-  virtual Buffer prepare_weight(Tensor& w) { return {}; }
+  // Puts one weight on the device at model load, before any op sees it. w
+  // comes as a view of host memory (the mapped model file, or a converted
+  // copy); afterwards it views the backend's copy, in whatever layout its
+  // kernels read fastest, held by the returned Buffer, which the caller
+  // keeps as long as w. A host backend may leave w viewing the host memory
+  // it came in (an empty Buffer); the caller then keeps that memory alive.
+  // Weights may be used by matmul and embedding alike.
+  virtual Buffer load_weight(Tensor& w) = 0;
 
-  // out[i, :] = table[ids[i], :] as f32. table: [vocab, dim] of any type.
+  // out[i, :] = table[ids[i], :] in the activation type. table: [vocab, dim]
+  // of any weight type.
   virtual void embedding(const Tensor& table, const Tensor& ids, Tensor& out) = 0;
 
   // y[n, out] = x[n, in] * w[out, in]^T (+ bias[out]); w of any weight type,
-  // x and y f32. The result of a row of x never depends on the other rows.
+  // x in the activation type, y in it or F32 (logits), bias F32. The result
+  // of a row of x never depends on the other rows.
   virtual void matmul(const Tensor& w, const Tensor& x, Tensor& y, const Tensor* bias) = 0;
 
   // matmul(*t.w, x, *t.y, t.bias) for every target (a layer's Q, K and V;
@@ -119,7 +160,7 @@ class Backend {
   // Rotates x: [num_tokens, num_heads, head_dim] in place by each token's position.
   virtual void rope(Tensor& x, const Tensor& positions, const RopeTable& table) = 0;
 
-  // out = act(gate) * up, element-wise; all [n, d] f32.
+  // out = act(gate) * up, element-wise; all [n, d] activations.
   virtual void glu(const Tensor& gate, const Tensor& up, GluActivation act, Tensor& out) = 0;
 
   // x += y, element-wise.
@@ -144,8 +185,8 @@ class Backend {
   virtual void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) = 0;
 
   // Copies whole cache blocks, codes and scales of both pools (copy-on-write
-  // of a shared partial block): pairs[i] = {src_block, dst_block}.
-  virtual void copy_blocks(PagedKv& kv, const std::vector<std::pair<std::int32_t, std::int32_t>>& pairs) = 0;
+  // of a shared partial block), in order: pairs[i] = {src_block, dst_block}.
+  virtual void copy_blocks(PagedKv& kv, std::span<const std::pair<std::int32_t, std::int32_t>> pairs) = 0;
 
   // Mixture of experts. A step's tokens are routed (moe_route), their
   // (token, rank) assignments grouped by expert (moe_group), each expert's
@@ -156,7 +197,7 @@ class Backend {
   // group offsets itself, so no step waits on the host.
 
   // Per token, the k = ids.cols() experts of highest softmax probability over
-  // router_logits: [T, num_experts] f32, best first (ties: the lower id);
+  // router_logits: [T, num_experts] activations, best first (ties: the lower id);
   // ids: [T, k] i32, weights: [T, k] f32 their probabilities, divided by
   // their sum when normalize (Mixtral, Qwen3-MoE) or as they are (Qwen2-MoE).
   virtual void moe_route(const Tensor& router_logits, bool normalize, Tensor& ids, Tensor& weights) = 0;
@@ -170,27 +211,33 @@ class Backend {
 
   // y[j, :] = x[j, :] * w[e, :, :]^T for every row j in expert e's range of
   // offsets: [num_experts + 1] i32; w: [num_experts, out, in] of any weight
-  // type, x: [rows, in] f32, y: [rows, out] f32, rows == offsets[num_experts].
+  // type, x: [rows, in] and y: [rows, out] activations, rows ==
+  // offsets[num_experts].
   // An expert without rows is not read. A row's result never depends on the
   // other rows.
   virtual void expert_matmul(const Tensor& w, const Tensor& x, const Tensor& offsets, Tensor& y) = 0;
 
   // out[t, :] = sum over r = 0 .. k - 1, in that order, of
-  // weights[t, r] * y[assignment_rows[t, r], :]. y: [T * k, d] f32,
-  // assignment_rows: [T, k] i32, weights: [T, k] f32, out: [T, d] f32.
+  // weights[t, r] * y[assignment_rows[t, r], :]. y: [T * k, d] activations,
+  // assignment_rows: [T, k] i32, weights: [T, k] f32, out: [T, d] activations.
   virtual void moe_combine(const Tensor& y, const Tensor& assignment_rows, const Tensor& weights, Tensor& out) = 0;
 
-  // x[t, :] += sigmoid(gate[t]) * y[t, :]; x, y: [T, d] f32, gate: [T, 1] f32
-  // (Qwen2-MoE's gated shared expert).
+  // x[t, :] += sigmoid(gate[t]) * y[t, :]; x, y: [T, d], gate: [T, 1], all
+  // activations (Qwen2-MoE's gated shared expert).
   virtual void add_sigmoid_gated(Tensor& x, const Tensor& y, const Tensor& gate) = 0;
+
+  // Sampling: each row of batch.rows turns one row of logits ([rows, vocab]
+  // f32) into a token (SamplingRowParams says how: bias and penalties from
+  // its adjustments, temperature, top-k, top-p, min-p, a draw from its RNG
+  // state, or the verification of a proposal), writing batch.results and,
+  // for the rows that ask, their logprobs. The reference is RowSampler
+  // (backend/sampling/row_sampler.h), row by row; the CPU backends give its
+  // bits. Rows are independent: a row's result never depends on the others.
+  virtual void sample(const Tensor& logits, const SamplingBatch& batch) = 0;
 };
 
 // Expert e of a stacked expert weight w: [num_experts, out, in], as the
 // [out, in] matrix it is (a view; packed layouts stay packed, being per row).
 inline Tensor expert_weight(const Tensor& w, std::int64_t e) { return w.rows_view(e * w.shape[1], w.shape[1]); }
-
-// The backends folio has, by name: "reference" (scalar, single-threaded,
-// written to be obviously right) and "cpu" (threaded, SIMD).
-std::unique_ptr<Backend> make_backend(const std::string& name, int num_threads);
 
 }  // namespace folio

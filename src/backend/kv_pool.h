@@ -12,8 +12,10 @@
 //           has one per row. Empty for the unscaled types.
 // A row's codes and scales are written together, once, by write_kv, and
 // decoded row by row as attention reads them (tensor/kv_dtype.h). A block's
-// codes and scales move together (copy_block), so block ids alone name the
-// cache: prefix caching, preemption and speculation need nothing more.
+// codes and scales move together (copy_blocks), so block ids alone name the
+// cache: prefix caching, preemption and speculation need nothing more. This
+// is a description of device memory; only a backend reads the rows (the
+// host backends through backend/reference/kv_rows.h).
 #pragma once
 
 #include <cstddef>
@@ -33,13 +35,7 @@ struct KvPool {
 
   std::int64_t row_bytes() const { return kv_row_bytes(type, dim); }
   std::int64_t row_scales() const { return kv_row_scales(type, dim); }
-  void* row(std::int64_t r) const { return static_cast<char*>(codes.data) + r * row_bytes(); }
-  // The row's scales (nullptr for an unscaled type).
-  std::uint16_t* row_scale(std::int64_t r) const {
-    return row_scales() == 0 ? nullptr : static_cast<std::uint16_t*>(scales.data) + r * row_scales();
-  }
-  // Copies block src over block dst, codes and scales.
-  void copy_block(std::int64_t src, std::int64_t dst) const;
+  std::int64_t rows_per_block() const { return codes.shape[1] * codes.shape[2]; }
 };
 
 // Bytes of a pool of num_blocks blocks, codes and scales.
@@ -51,9 +47,5 @@ std::size_t kv_pool_bytes(KvDType type, std::int64_t num_blocks, std::int64_t nu
 // cannot store.
 KvPool make_kv_pool(const Buffer& buffer, std::size_t& offset, KvDType type, std::int64_t num_blocks,
                     std::int64_t num_kv_heads, std::int64_t block_size, std::int64_t dim);
-
-// A pool over caller-owned memory (tests): codes and scales as above.
-KvPool kv_pool_view(void* codes, void* scales, KvDType type, std::int64_t num_blocks, std::int64_t num_kv_heads,
-                    std::int64_t block_size, std::int64_t dim);
 
 }  // namespace folio

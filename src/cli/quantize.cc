@@ -76,7 +76,7 @@ void run(const QuantizeCliOptions& o) {
   if (!o.calibration.empty()) {
     ModelSessionOptions session;
     session.model_path = o.input;
-    session.threads = o.threads;
+    session.backend.num_threads = o.threads;
     PerplexityOptions windows;
     windows.ctx = o.calibration_ctx;
     windows.max_chunks = o.calibration_chunks;

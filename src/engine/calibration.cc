@@ -17,7 +17,7 @@ class ActivationSquares final : public MatmulObserver {
   };
 
   void on_matmul(const Tensor& w, const Tensor& x) override {
-    FOLIO_CHECK(x.dtype == DType::F32 && x.device == Device::kCpu);
+    FOLIO_CHECK(x.dtype == DType::F32 && x.device == Device::kCpu);  // a host copy (ObservingBackend)
     const std::int64_t cols = x.cols(), rows = x.rows();
     Sums& s = sums_[w.data];
     if (s.squares.empty()) s.squares.assign(static_cast<std::size_t>(cols), 0.0);

@@ -72,8 +72,12 @@ Engine::Engine(std::shared_ptr<ModelSession> session, const EngineConfig& config
   }
   // Forks of n > 1 requests can run beside max_num_seqs others.
   const std::int64_t max_seqs = config_.max_num_seqs + kMaxCompletions;
-  runner_ = std::make_unique<ModelRunner>(*session_->backend, *session_->loaded.model, *kv_storage_,
-                                          config_.max_num_batched_tokens, max_seqs, max_seqs * logits_per_seq);
+  RunnerOptions runner;
+  runner.max_num_batched_tokens = config_.max_num_batched_tokens;
+  runner.max_num_seqs = max_seqs;
+  runner.max_logits = max_seqs * logits_per_seq;
+  runner.pad_to_buckets = config_.pad_to_buckets;
+  runner_ = std::make_unique<ModelRunner>(*session_->backend, *session_->loaded.model, *kv_storage_, runner);
   stats_.kv_bytes = kv_storage_->total_bytes();
   update_stats();  // the pool's size is known before the first step (GET /metrics)
   thread_ = std::thread([this] { loop(); });
@@ -230,7 +234,20 @@ void Engine::propose_drafts() {
     if (!drafts[i].empty()) scheduler_->propose(requests[i].id, drafts[i]);
 }
 
-std::vector<SampledToken> Engine::choose_tokens(ScheduledSequence& q, const float* logits) {
+std::vector<SampledToken> Engine::read_tokens(ScheduledSequence& q, const StepSamples& samples,
+                                             std::size_t first_row) {
+  RequestState& r = requests_.at(request_of(q.id));
+  Sequence& seq = *r.completions[static_cast<std::size_t>(index_of(q.id))];
+  const auto& tokens = scheduler_->find(q.id)->tokens;
+  const auto draft = std::span<const TokenId>(tokens).subspan(static_cast<std::size_t>(q.num_computed_tokens + 1),
+                                                               static_cast<std::size_t>(q.num_draft_tokens));
+  SampledChain chain = read_sampled_rows(sampling_, samples, first_row, draft, seq.params());
+  seq.rng().skip(chain.num_draws);
+  if (q.num_draft_tokens > 0) count_speculation(q, chain.num_accepted);
+  return std::move(chain.emitted);
+}
+
+std::vector<SampledToken> Engine::choose_tokens_on_host(ScheduledSequence& q, const float* logits) {
   RequestState& r = requests_.at(request_of(q.id));
   Sequence& seq = *r.completions[static_cast<std::size_t>(index_of(q.id))];
   const std::int64_t V = session_->config().vocab_size;
@@ -244,13 +261,17 @@ std::vector<SampledToken> Engine::choose_tokens(ScheduledSequence& q, const floa
                                 std::span<const float>(logits, static_cast<std::size_t>((q.num_draft_tokens + 1) * V)),
                                 V, draft, seq.params(), seq.prompt_counts(), seq.mutable_output_counts(), seq.rng(),
                                 verify_scratch_);
-  q.num_rejected = q.num_draft_tokens - v.num_accepted;
-  proposer_->accepted(q.id, v.num_accepted);
+  count_speculation(q, v.num_accepted);
+  return std::move(v.emitted);
+}
+
+void Engine::count_speculation(ScheduledSequence& q, int num_accepted) {
+  q.num_rejected = q.num_draft_tokens - num_accepted;
+  proposer_->accepted(q.id, num_accepted);
   std::lock_guard lock(stats_mutex_);
   stats_.spec_proposed_tokens += q.num_draft_tokens;
-  stats_.spec_accepted_tokens += v.num_accepted;
+  stats_.spec_accepted_tokens += num_accepted;
   ++stats_.spec_steps;
-  return std::move(v.emitted);
 }
 
 void Engine::step() {
@@ -276,36 +297,53 @@ void Engine::step() {
     for (PagedKv& layer : kv_storage_->layers()) session_->backend->copy_blocks(layer, pairs);
   }
 
+  // Each sequence's chunk, and the sampling rows of those that sample, in
+  // chunk order: row i of a speculating sequence verifies its i-th proposal.
   std::vector<SequenceChunk> chunks;
   chunks.reserve(plan.sequences.size());
+  std::vector<std::int32_t> first_logits(plan.sequences.size(), -1);
+  std::vector<std::size_t> first_row(plan.sequences.size(), 0);
+  sampling_.clear();
+  std::int32_t logits_row = 0;
   std::int64_t prompt_tokens_run = 0;
-  for (const ScheduledSequence& q : plan.sequences) {
+  for (std::size_t i = 0; i < plan.sequences.size(); ++i) {
+    const ScheduledSequence& q = plan.sequences[i];
     const SequenceState* s = scheduler_->find(q.id);
     SequenceChunk c;
     c.tokens = std::span<const TokenId>(s->tokens).subspan(static_cast<std::size_t>(q.num_computed_tokens),
                                                            static_cast<std::size_t>(q.num_new_tokens));
     c.num_computed_tokens = q.num_computed_tokens;
-    c.block_table = kv_->block_table(q.id).blocks();
+    c.block_table = &kv_->block_table(q.id);
     c.num_logits = q.sample ? q.num_draft_tokens + 1 : 0;
     chunks.push_back(c);
     prompt_tokens_run += std::max(0, std::min(s->num_prompt_tokens, q.num_computed_tokens + q.num_new_tokens) -
                                          q.num_computed_tokens);
+    if (!q.sample) continue;
+    first_logits[i] = logits_row;
+    logits_row += q.num_draft_tokens + 1;
+    if (config_.host_sampling) continue;
+    Sequence& seq = *requests_.at(request_of(q.id)).completions[static_cast<std::size_t>(index_of(q.id))];
+    const auto draft = std::span<const TokenId>(s->tokens).subspan(static_cast<std::size_t>(q.num_computed_tokens + 1),
+                                                                    static_cast<std::size_t>(q.num_draft_tokens));
+    first_row[i] = add_sampling_rows(sampling_, first_logits[i], seq.params(), seq.prompt_counts(),
+                                     seq.output_counts(), seq.rng(), draft, adjustment_scratch_);
   }
-  Tensor logits = runner_->execute(chunks);
-  const float* host = runner_->host_logits(logits);
+  const StepSamples samples = runner_->execute(chunks, sampling_);
+  const float* host = nullptr;
+  if (config_.host_sampling) {
+    runner_->logits_to_host(host_logits_);
+    host = host_logits_.data();
+  }
 
   // Choose every sampled sequence's tokens (verifying proposals) before
   // complete_step, which rolls rejected proposals back.
   const std::int64_t V = session_->config().vocab_size;
   std::vector<std::vector<SampledToken>> chosen(plan.sequences.size());
-  std::vector<const float*> rows(plan.sequences.size(), nullptr);
-  std::int64_t row = 0;
   for (std::size_t i = 0; i < plan.sequences.size(); ++i) {
     ScheduledSequence& q = plan.sequences[i];
     if (!q.sample) continue;
-    rows[i] = host + row * V;
-    row += q.num_draft_tokens + 1;
-    chosen[i] = choose_tokens(q, rows[i]);
+    chosen[i] = host != nullptr ? choose_tokens_on_host(q, host + first_logits[i] * V)
+                                : read_tokens(q, samples, first_row[i]);
   }
   scheduler_->complete_step(plan);
   {
@@ -314,27 +352,23 @@ void Engine::step() {
     ++stats_.num_steps;
   }
 
+  // n > 1: the other completions share the prompt just computed and sample
+  // their first token from the same logits.
+  std::vector<std::pair<std::size_t, std::int32_t>> parents;
+  for (std::size_t i = 0; i < plan.sequences.size(); ++i) {
+    const ScheduledSequence& q = plan.sequences[i];
+    if (!q.sample || index_of(q.id) != 0) continue;
+    RequestState& r = requests_.at(request_of(q.id));
+    if (r.forked) continue;
+    r.forked = true;
+    if (r.completions.size() > 1) parents.emplace_back(i, first_logits[i]);
+  }
+  if (!parents.empty()) sample_forks(parents, plan, host);
+
   for (std::size_t i = 0; i < plan.sequences.size(); ++i) {
     const ScheduledSequence& q = plan.sequences[i];
     if (!q.sample) continue;
-    const std::uint64_t rid = request_of(q.id);
-    const int index = index_of(q.id);
-    RequestState& r = requests_.at(rid);
-    if (index == 0 && !r.forked) {
-      r.forked = true;
-      // n > 1: the other completions share the prompt just computed and
-      // sample their first token from the same logits.
-      for (int c = 1; c < static_cast<int>(r.completions.size()); ++c) {
-        const RequestId child = sequence_id(rid, c);
-        scheduler_->fork(q.id, child);
-        if (scheduler_->find(child)->status != SequenceStatus::kRunning) continue;
-        Sequence& seq = *r.completions[static_cast<std::size_t>(c)];
-        const SampledToken t = sampler_.sample(std::span<const float>(rows[i], static_cast<std::size_t>(V)),
-                                               seq.params(), seq.prompt_counts(), seq.output_counts(), seq.rng());
-        emit_tokens(rid, c, std::span<const SampledToken>(&t, 1), false);
-      }
-    }
-    emit_tokens(rid, index, chosen[i], q.num_draft_tokens > 0);
+    emit_tokens(request_of(q.id), index_of(q.id), chosen[i], q.num_draft_tokens > 0);
   }
   const auto done = Clock::now();
   for (std::uint64_t rid : touched_) {
@@ -354,6 +388,46 @@ void Engine::step() {
     publish(rid, r);
   }
   touched_.clear();
+}
+
+void Engine::sample_forks(const std::vector<std::pair<std::size_t, std::int32_t>>& parents, const StepPlan& plan,
+                          const float* host_logits) {
+  struct Child {
+    std::uint64_t rid;
+    int index;
+    std::size_t row;
+  };
+  std::vector<Child> children;
+  sampling_.clear();
+  const std::int64_t V = session_->config().vocab_size;
+  for (const auto& [i, logits_row] : parents) {
+    const ScheduledSequence& q = plan.sequences[i];
+    const std::uint64_t rid = request_of(q.id);
+    RequestState& r = requests_.at(rid);
+    for (int c = 1; c < static_cast<int>(r.completions.size()); ++c) {
+      const RequestId child = sequence_id(rid, c);
+      scheduler_->fork(q.id, child);
+      if (scheduler_->find(child)->status != SequenceStatus::kRunning) continue;
+      Sequence& seq = *r.completions[static_cast<std::size_t>(c)];
+      if (host_logits != nullptr) {
+        const SampledToken t =
+            sampler_.sample(std::span<const float>(host_logits + logits_row * V, static_cast<std::size_t>(V)),
+                            seq.params(), seq.prompt_counts(), seq.output_counts(), seq.rng());
+        emit_tokens(rid, c, std::span<const SampledToken>(&t, 1), false);
+        continue;
+      }
+      children.push_back({rid, c, add_sampling_rows(sampling_, logits_row, seq.params(), seq.prompt_counts(),
+                                                    seq.output_counts(), seq.rng(), {}, adjustment_scratch_)});
+    }
+  }
+  if (children.empty()) return;
+  const StepSamples samples = runner_->sample(sampling_);
+  for (const Child& c : children) {
+    Sequence& seq = *requests_.at(c.rid).completions[static_cast<std::size_t>(c.index)];
+    SampledChain chain = read_sampled_rows(sampling_, samples, c.row, {}, seq.params());
+    seq.rng().skip(chain.num_draws);
+    emit_tokens(c.rid, c.index, chain.emitted, false);
+  }
 }
 
 void Engine::emit_tokens(std::uint64_t rid, int index, std::span<const SampledToken> tokens, bool speculated) {

@@ -20,6 +20,7 @@
 #include "engine/model_session.h"
 #include "engine/request.h"
 #include "engine/request_stream.h"
+#include "engine/sampling_rows.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
 #include "engine/speculative/proposer.h"
@@ -43,6 +44,14 @@ struct EngineConfig {
   SchedulingPolicy policy = SchedulingPolicy::kFcfs;
   int max_waiting = 1024;             // submit() refuses beyond this many waiting requests
   SpeculativeConfig speculative;
+  // Round each step's token count up to a few fixed sizes (ModelRunner), as
+  // a CUDA graph needs; padding changes no output. Off on the CPU, where it
+  // would only cost time.
+  bool pad_to_buckets = false;
+  // The host reference path: every step's logits come back to the host and
+  // the host Sampler (and verify_draft) choose the tokens. Tests compare the
+  // device sampling with it; it moves a vocabulary of floats per row.
+  bool host_sampling = false;
 };
 
 // Why submit() refused: the server maps these to HTTP statuses.
@@ -127,7 +136,15 @@ class Engine {
   void propose_drafts();
   // The tokens chosen for a sampled sequence this step: one sampled token, or
   // accepted proposals plus one; sets num_rejected of a speculating entry.
-  std::vector<SampledToken> choose_tokens(ScheduledSequence& q, const float* logits);
+  // From the device's samples (first_row: the sequence's first sampling
+  // row), or on the host from its rows of logits (host_sampling).
+  std::vector<SampledToken> read_tokens(ScheduledSequence& q, const StepSamples& samples, std::size_t first_row);
+  std::vector<SampledToken> choose_tokens_on_host(ScheduledSequence& q, const float* logits);
+  void count_speculation(ScheduledSequence& q, int num_accepted);
+  // The first tokens of the forked completions of n > 1 requests whose
+  // prompt this step finished, sampled from the parent's logits row.
+  void sample_forks(const std::vector<std::pair<std::size_t, std::int32_t>>& parents, const StepPlan& plan,
+                    const float* host_logits);
   void emit_tokens(std::uint64_t request_id, int index, std::span<const SampledToken> tokens, bool speculated);
   void finish_request(std::uint64_t id, FinishReason reason);
   void publish(std::uint64_t id, RequestState& r);
@@ -146,6 +163,9 @@ class Engine {
   Sampler sampler_;
   std::unique_ptr<Proposer> proposer_;
   std::vector<float> verify_scratch_;
+  SamplingRequest sampling_;
+  std::vector<LogitAdjustment> adjustment_scratch_;
+  std::vector<float> host_logits_;
 
   // Engine-thread state.
   std::unordered_map<std::uint64_t, RequestState> requests_;

@@ -1,51 +1,39 @@
 #include "engine/model_session.h"
 
-#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 
-#include "backend/cpu/cpu_backend.h"
 #include "core/error.h"
-
 
 namespace folio {
 namespace {
 
-// Reads every page of the mapped files so that the first forward pass does
-// not pay for disk reads; shows progress for models that take a while.
-void warm_pages(const std::string& path, const std::vector<std::span<const std::uint8_t>>& files,
-                bool show_progress) {
-  std::size_t total = 0;
-  for (const auto& bytes : files) total += bytes.size();
-  if (total == 0) return;
-  for (const auto& bytes : files)
-    if (!bytes.empty()) ::madvise(const_cast<std::uint8_t*>(bytes.data()), bytes.size(), MADV_WILLNEED);
-  // A live percentage for a person at a terminal; one line for a log.
-  const bool large = show_progress && total > (256u << 20);
-  const bool show = large && ::isatty(STDERR_FILENO) != 0;
-  if (large && !show)
-    std::fprintf(stderr, "loading %s (%.0f MiB)\n", path.c_str(), static_cast<double>(total) / (1 << 20));
-  volatile std::uint8_t sink = 0;
-  constexpr std::size_t kPage = 4096, kStep = 64u << 20;
-  std::size_t done = 0;
-  for (const auto& bytes : files) {
-    for (std::size_t off = 0; off < bytes.size(); off += kPage, done += kPage) {
-      sink = sink + bytes[off];
-      if (show && done % kStep == 0)
-        std::fprintf(stderr, "\rloading %s: %3.0f%%", path.c_str(),
-                     100.0 * static_cast<double>(done) / static_cast<double>(total));
+// A live percentage for a person at a terminal while a large model loads;
+// one line for a log; nothing for a small model.
+LoadProgress progress_line(const std::string& path, bool show) {
+  if (!show) return {};
+  struct State {
+    bool decided = false, live = false;
+    int percent = -1;
+  };
+  auto state = std::make_shared<State>();
+  return [path, state](std::uint64_t done, std::uint64_t total) {
+    if (!state->decided) {
+      state->decided = true;
+      if (total <= (256u << 20)) return;
+      state->live = ::isatty(STDERR_FILENO) != 0;
+      if (!state->live)
+        std::fprintf(stderr, "loading %s (%.0f MiB)\n", path.c_str(), static_cast<double>(total) / (1 << 20));
     }
-  }
-  if (show) std::fprintf(stderr, "\rloading %s: 100%%\n", path.c_str());
-}
-
-MatmulPrecision parse_precision(const std::string& p) {
-  if (p == "q8") return MatmulPrecision::kQ8;
-  if (p == "f32") return MatmulPrecision::kF32;
-  fail("unknown precision \"{}\" (q8 and f32 are available)", p);
+    if (!state->live) return;
+    const int percent = total == 0 ? 100 : static_cast<int>(100 * done / total);
+    if (percent == state->percent) return;
+    state->percent = percent;
+    std::fprintf(stderr, "\rloading %s: %3d%%%s", path.c_str(), percent, percent == 100 ? "\n" : "");
+  };
 }
 
 }  // namespace
@@ -53,15 +41,16 @@ MatmulPrecision parse_precision(const std::string& p) {
 std::shared_ptr<ModelSession> open_model_session(const ModelSessionOptions& o) {
   auto start = std::chrono::steady_clock::now();
   auto s = std::make_shared<ModelSession>();
-  if (o.backend == "cpu") {
-    s->backend = std::make_unique<CpuBackend>(o.threads, o.cpu_level, parse_precision(o.precision));
+  s->backend_options = o.backend;
+  if (o.shared_backend) {
+    s->backend = o.shared_backend;
   } else {
-    s->backend = make_backend(o.backend, o.threads);
+    std::unique_ptr<Backend> backend = make_backend(o.backend);
+    if (o.matmul_observer != nullptr)
+      backend = std::make_unique<ObservingBackend>(std::move(backend), *o.matmul_observer);
+    s->backend = std::move(backend);
   }
-  if (o.matmul_observer != nullptr)
-    s->backend = std::make_unique<ObservingBackend>(std::move(s->backend), *o.matmul_observer);
-  s->loaded = load_model(o.model_path, *s->backend);
-  warm_pages(o.model_path, s->loaded.mapped_bytes(), o.show_progress);
+  s->loaded = load_model(o.model_path, *s->backend, progress_line(o.model_path, o.show_progress));
   if (s->loaded.file) {
     s->tokenizer = Tokenizer::create(Vocab::from_gguf(*s->loaded.file));
     s->chat_template = std::make_unique<ChatTemplate>(ChatTemplate::from_gguf(*s->loaded.file));

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "backend/backend.h"
+#include "backend/backend_factory.h"
 #include "backend/observing_backend.h"
 #include "model/model_loader.h"
 #include "tokenizer/chat_template.h"
@@ -17,17 +18,18 @@ namespace folio {
 
 struct ModelSessionOptions {
   std::string model_path;
-  std::string backend = "cpu";       // cpu or reference
-  int threads = 0;                   // 0: one per hardware thread
-  std::string precision = "q8";      // matmul activations: q8 (fast) or f32 (accurate)
-  std::string cpu_level;             // cap on the SIMD level: avx512, avx2, scalar
-  bool show_progress = false;        // a progress line on stderr while the file is read
+  BackendOptions backend;            // which backend to make (make_backend)
+  bool show_progress = false;        // a progress line on stderr while a large model loads
   // Shown every matmul (calibration); it must outlive the session.
   MatmulObserver* matmul_observer = nullptr;
+  // Run on this backend instead of making one: a draft model shares its
+  // target's device, threads and stream.
+  std::shared_ptr<Backend> shared_backend;
 };
 
 struct ModelSession {
-  std::unique_ptr<Backend> backend;
+  std::shared_ptr<Backend> backend;
+  BackendOptions backend_options;  // what it was made with
   LoadedModel loaded;
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<ChatTemplate> chat_template;

@@ -63,10 +63,10 @@ class WindowScorer {
   WindowScorer(ModelSession& session, const PerplexityOptions& o, const WindowPlan& plan)
       : session_(session), o_(o), plan_(plan), kv_(*session.backend, session.config(), kv_options(o)),
         batch_(std::min(o.batch, o.ctx)),
-        runner_(*session.backend, *session.loaded.model, kv_, batch_, 1, batch_),
-        table_(static_cast<std::size_t>(kv_.num_blocks())),
+        runner_(*session.backend, *session.loaded.model, kv_, runner_options(batch_)),
+        table_(static_cast<int>(kv_.block_size())),
         window_(static_cast<std::size_t>(o.ctx)) {
-    for (std::size_t i = 0; i < table_.size(); ++i) table_[i] = static_cast<std::int32_t>(i);
+    for (std::int64_t b = 0; b < kv_.num_blocks(); ++b) table_.append(static_cast<BlockId>(b));
   }
 
   // Calls fn(pos, logits of pos) for every scored position of window w, in order.
@@ -86,18 +86,27 @@ class WindowScorer {
       SequenceChunk chunk;
       chunk.tokens = std::span<const TokenId>(window_).subspan(static_cast<std::size_t>(done), static_cast<std::size_t>(len));
       chunk.num_computed_tokens = done;
-      chunk.block_table = table_;
+      chunk.block_table = &table_;
       // Rows are the chunk's last num_logits tokens; the final position has no next token to score.
       chunk.num_logits = want_to > want_from ? done + len - want_from : 0;
-      Tensor logits = runner_.execute(std::span<const SequenceChunk>(&chunk, 1));
+      runner_.execute(std::span<const SequenceChunk>(&chunk, 1));
       if (chunk.num_logits == 0) continue;
-      const float* rows = runner_.host_logits(logits);
+      runner_.logits_to_host(logits_);
+      const float* rows = logits_.data();
       for (std::int64_t pos = want_from; pos < want_to; ++pos)
         fn(pos, std::span<const float>(rows + static_cast<std::size_t>(pos - want_from) * V, V));
     }
   }
 
  private:
+  static RunnerOptions runner_options(std::int64_t batch) {
+    RunnerOptions r;
+    r.max_num_batched_tokens = batch;
+    r.max_num_seqs = 1;
+    r.max_logits = batch;
+    return r;
+  }
+
   static KvStorageOptions kv_options(const PerplexityOptions& o) {
     KvStorageOptions kv;
     kv.dtype = o.kv_dtype;
@@ -111,8 +120,9 @@ class WindowScorer {
   KvStorage kv_;
   std::int64_t batch_;
   ModelRunner runner_;
-  std::vector<std::int32_t> table_;
+  BlockTable table_;
   std::vector<TokenId> window_;
+  std::vector<float> logits_;  // [rows, vocab] the scored rows of a chunk, on the host
 };
 
 void add_nll(PerplexityResult& r, double nll) {

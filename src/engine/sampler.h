@@ -1,6 +1,10 @@
-// Sampler: one row of logits -> one token, in vLLM's order: logit bias and
-// penalties, then temperature, top-k, top-p, min-p, then one draw. Pure logic;
-// it holds only scratch buffers reused across calls, so keep one per thread.
+// Sampler: the host reference of the sampling op. One row of logits -> one
+// token for a request's SamplingParams, with its penalties counted on the host
+// (TokenCounts), then RowSampler's filters and draw (backend/sampling/
+// row_sampler.h says exactly what they do). The engine samples on the device
+// (Backend::sample); tests and the host path (EngineConfig::host_sampling)
+// use this, and both give the same bits. Pure logic; it holds only scratch
+// buffers reused across calls, so keep one per thread.
 #pragma once
 
 #include <array>
@@ -9,18 +13,13 @@
 #include <span>
 #include <vector>
 
+#include "backend/sampling/row_sampler.h"
+#include "backend/sampling/sampling_batch.h"
+#include "backend/sampling/sampling_rng.h"
 #include "engine/sampling_params.h"
-#include "engine/sampling_rng.h"
 #include "engine/token_counts.h"
-#include "tokenizer/vocab.h"
 
 namespace folio {
-
-struct TokenLogprob {
-  TokenId token = -1;
-  float logprob = 0.0f;
-  bool operator==(const TokenLogprob&) const = default;
-};
 
 struct SampledToken {
   TokenId token = -1;
@@ -35,30 +34,8 @@ struct SampledToken {
   }
 };
 
-// How the Sampler treats its inputs, beyond SamplingParams' own comments:
-// - Logits are one row, [vocab_size]. NaN counts as -inf (never chosen); a row
-//   with no finite logit left after bias and penalties is an error.
-// - Greedy (temperature < kGreedyTemperature) is the argmax of the biased and
-//   penalised logits, ties to the lowest id, and draws nothing from the RNG.
-// - Every other call draws exactly one uniform from the RNG. A token's weight
-//   is sampler_math::softmax_weight(logit, top logit, temperature); its
-//   probability is weight / (float) lane_sum(kept weights): see sampler_math.h.
-// - top-k keeps exactly k tokens, ties to the lower id (vLLM keeps every token
-//   tied with the k-th); so top_k = 1 is greedy. top-p works on the top-k
-//   distribution renormalised, keeping the most likely tokens (ties to the
-//   lower id) while the mass before them is < top_p. min-p keeps a token when
-//   its probability is >= min_p x the top one.
-// - Tokens counted in prompt_tokens or output_tokens must be < vocab_size.
-// Cost per call is a few vectorised passes over the row and no allocation
-// once the scratch has grown: greedy is one max and one scan; top-k <= 512 is
-// one scan with a k-entry heap; larger k and top-p alone first count how many
-// tokens lie within 4, 8, 16, ... temperatures of the top logit and sort only
-// those, so nothing sorts the whole vocabulary.
-// The same seed gives the same tokens on every platform: SamplingRng and the
-// draw are integer arithmetic, and the exponentials and sums are folio's own,
-// in a fixed order. (A compiler that fuses multiply-adds, as on AArch64, may
-// move a weight by an ulp; that changes a draw only when it lands within that
-// ulp of a boundary.)
+// Besides RowSampler's rules: tokens counted in prompt_tokens or
+// output_tokens, and logit_bias keys, must be < vocab_size.
 class Sampler {
  public:
   // Chooses the next token of one sequence. prompt_tokens feeds only the
@@ -84,18 +61,9 @@ class Sampler {
   static void fill_logprobs(std::span<const float> logits, TokenId token, int num_top,
                             SampledToken& out);
 
-  // Working records of sampler.cc. A token, its logit and its weight,
-  // ranked most likely first with ties to lower ids.
-  struct Candidate {
-    float logit;
-    TokenId id;
-    float weight;
-  };
-  // A token kept by the filters and its unnormalised weight, later its probability.
-  struct Kept {
-    TokenId id;
-    float weight;
-  };
+  // The filter part of a row's record for these params (temperature, top-k,
+  // top-p, min-p, penalties and logprobs; no RNG state, draft or adjustments).
+  static SamplingRowParams row_params(const SamplingParams& params);
 
  private:
   // Logits after logit_bias and penalties: `logits` itself when neither
@@ -104,25 +72,9 @@ class Sampler {
                                               const SamplingParams& params,
                                               const TokenCounts& prompt_tokens,
                                               const TokenCounts& output_tokens);
-  // The distribution after temperature, top-k, top-p and min-p. Returns
-  // true when it is in `dense` ([vocab_size]), false when it is in kept_
-  // (at most 4,096 tokens, in id order; `dense` then holds scratch).
-  bool build_distribution(std::span<const float> logits, const SamplingParams& params,
-                          std::span<float> dense);
-  // Put the tokens that top-k (k above the heap's reach, with top-p after
-  // it) or top-p alone keep in candidates_[0, count), the last of them in
-  // rank order at count - 1, and return count. weights: [vocab_size].
-  std::size_t select_top_k(std::span<const float> logits, std::span<const float> weights,
-                           float max_logit, const SamplingParams& params);
-  std::size_t select_top_p(std::span<const float> logits, std::span<const float> weights,
-                           float max_logit, const SamplingParams& params);
-  // Sorts kept_ by id and turns its weights into probabilities.
-  void normalise_kept();
 
-  std::vector<float> work_;            // [vocab_size] biased and penalised logits
-  std::vector<float> probs_;           // [vocab_size] the distribution sample() draws from
-  std::vector<Candidate> candidates_;  // [vocab_size] at most: for top-k and top-p
-  std::vector<Kept> kept_;             // [num_kept] the short-list distribution
+  RowSampler row_;
+  std::vector<float> work_;  // [vocab_size] biased and penalised logits
 };
 
 }  // namespace folio

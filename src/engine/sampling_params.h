@@ -9,22 +9,17 @@
 #include <string>
 #include <vector>
 
+#include "backend/sampling/sampling_batch.h"
 #include "tokenizer/vocab.h"
 
 namespace folio {
 
-// Most top logprobs a request may ask for (vLLM's default max_logprobs, and
-// OpenAI's limit for top_logprobs).
-inline constexpr int kMaxLogprobs = 20;
 // Most completions one request may ask for (OpenAI's limit for n).
 inline constexpr int kMaxCompletions = 128;
 // Bound of a logit_bias value (OpenAI: -100 bans a token, 100 forces it).
 inline constexpr float kMaxLogitBias = 100.0f;
 // Bound of presence_penalty and frequency_penalty (OpenAI).
 inline constexpr float kMaxOpenAiPenalty = 2.0f;
-// Temperatures below this are greedy, as in vLLM: dividing by them would
-// overflow, and the distribution is one-hot to float precision anyway.
-inline constexpr float kGreedyTemperature = 1e-5f;
 
 struct SamplingParams {
   // Softmax temperature; 0 (or below kGreedyTemperature) means greedy argmax.

@@ -111,12 +111,13 @@ void add_stacked_experts(Weights& w, const std::string& dir, const std::string& 
       fail("{}: expert tensor {} differs in type or shape from {}; every expert of a projection must match", dir,
            t->name, first.name);
   }
-  Buffer storage(first.size_bytes * static_cast<std::size_t>(num_experts));
+  // One host copy of the file's bytes, expert after expert, until the backend loads it.
+  Buffer storage = host_buffer(first.size_bytes * static_cast<std::size_t>(num_experts));
+  auto* bytes = static_cast<std::uint8_t*>(storage.data());
+  for (const auto& [e, t] : experts)
+    std::memcpy(bytes + static_cast<std::size_t>(e) * first.size_bytes, t->data, first.size_bytes);
   Tensor stacked = storage.view(first.dtype, {num_experts, first.shape[0], first.shape[1]});
   FOLIO_CHECK(stacked.bytes() == storage.size());
-  for (const auto& [e, t] : experts)
-    std::memcpy(static_cast<std::uint8_t*>(stacked.data) + static_cast<std::size_t>(e) * first.size_bytes, t->data,
-                first.size_bytes);
   w.add_owned(name, stacked, std::move(storage));
 }
 
@@ -250,13 +251,15 @@ Weights hf_weights(std::shared_ptr<const HfCheckpoint> checkpoint, const ArchEnt
       w.add(name, view);
       continue;
     }
-    // Norms and biases: the ops read them as f32.
+    // Norms and biases: the ops read them as f32 (a host copy of the file's
+    // numbers, until the backend loads it).
     const std::int64_t n = view.shape[0];
-    Buffer storage(static_cast<std::size_t>(n) * sizeof(float));
-    Tensor copy = storage.view(DType::F32, {n});
-    dequantize_row(view.dtype, view.data, copy.as<float>(), n);
+    Buffer storage = host_buffer(static_cast<std::size_t>(n) * sizeof(float));
+    auto* values = static_cast<float*>(storage.data());
+    dequantize_row(t->dtype, t->data, values, n);
     if (offset_norm)
-      for (std::int64_t i = 0; i < n; ++i) copy.as<float>()[i] += 1.0f;
+      for (std::int64_t i = 0; i < n; ++i) values[i] += 1.0f;
+    const Tensor copy = storage.view(DType::F32, {n});
     w.add_owned(name, copy, std::move(storage));
   }
   for (const auto& [name, by_expert] : experts) add_stacked_experts(w, c.dir(), name, by_expert);

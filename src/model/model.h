@@ -20,22 +20,28 @@ struct ForwardBatch {
   Tensor logits_rows;      // [num_logits] i32: the token rows that need logits
 };
 
-// Activation buffers for steps of up to max_tokens tokens and max_logits
-// logit rows.
+// Activation buffers on the backend's device for steps of up to max_tokens
+// tokens and max_logits logit rows.
 class Workspace {
  public:
   Workspace(Backend& backend, const ModelConfig& config, std::int64_t max_tokens, std::int64_t max_logits);
   std::int64_t max_tokens() const { return max_tokens_; }
   std::int64_t max_logits() const { return max_logits_; }
-  // A [rows, cols] f32 (or i32) view of slot `index`. Each slot holds
-  // max_tokens rows of the widest activation; a mixture of experts' slots
-  // hold max_tokens x experts-used rows, one per (token, expert) pair.
+  // A [rows, cols] view of slot `index` in the backend's activation type
+  // (act), f32 or i32. Each slot holds max_tokens rows of the widest
+  // activation; a mixture of experts' slots hold max_tokens x experts-used
+  // rows, one per (token, expert) pair.
+  Tensor act(int index, std::int64_t rows, std::int64_t cols) const;
   Tensor f32(int index, std::int64_t rows, std::int64_t cols) const;
   Tensor i32(int index, std::int64_t rows, std::int64_t cols) const;
+  // [rows, vocab] f32.
   Tensor logits(std::int64_t rows) const;
 
  private:
+  Tensor slot(int index, DType dtype, std::int64_t rows, std::int64_t cols) const;
+
   Buffer buffer_;
+  DType act_;
   std::int64_t max_tokens_;
   std::int64_t max_logits_;
   std::int64_t slot_floats_;

@@ -28,6 +28,9 @@ struct RopeConfig {
   std::int64_t original_context = 0;
   float low_freq_factor = 1.0f;    // llama3
   float high_freq_factor = 4.0f;   // llama3
+  // Per rotated pair, a divisor of its frequency (GGUF's rope_freqs.weight,
+  // read from the file before the weights go to the device); empty: none.
+  std::vector<float> freq_factors;  // [dim / 2]
 };
 
 enum class Activation { kSilu, kGeluTanh };

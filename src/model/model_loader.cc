@@ -16,6 +16,19 @@ std::string joined(const std::vector<std::string_view>& names) {
   return out;
 }
 
+// GGUF's rope_freqs.weight is a table of the config, not a weight the ops
+// read: it goes into the config while the weights are still on the host.
+void read_rope_freq_factors(ModelConfig& config, const Weights& weights) {
+  const Tensor* t = weights.find("rope_freqs.weight");
+  if (t == nullptr) return;
+  const std::int64_t n = config.rope.dim / 2;
+  if (t->ndim != 1 || t->shape[0] != n || t->dtype != DType::F32)
+    fail("{}: rope_freqs.weight is {} {}, expected f32 [{}] (one factor per rotated pair)", weights.source(),
+         t->shape_string(), name(t->dtype), n);
+  const auto* factors = static_cast<const float*>(t->data);
+  config.rope.freq_factors.assign(factors, factors + n);
+}
+
 }  // namespace
 
 std::vector<std::span<const std::uint8_t>> LoadedModel::mapped_bytes() const {
@@ -26,8 +39,7 @@ std::vector<std::span<const std::uint8_t>> LoadedModel::mapped_bytes() const {
   return out;
 }
 
-LoadedModel load_model(const std::string& path, Backend& backend) {
-  if (backend.device() != Device::kCpu) fail("backend {} cannot load weights yet", backend.name());
+LoadedModel load_model(const std::string& path, Backend& backend, const LoadProgress& progress) {
   LoadedModel m;
   m.path = path;
   const ArchEntry* arch = nullptr;
@@ -54,7 +66,8 @@ LoadedModel load_model(const std::string& path, Backend& backend) {
     arch->configure(m.config, *m.file);
     weights = Weights::from_gguf(m.file);
   }
-  weights.prepare(backend);
+  read_rope_freq_factors(m.config, weights);
+  weights.load(backend, progress);
   m.weights = std::make_shared<const Weights>(std::move(weights));
   m.model = arch->create(m.config, *m.weights, backend);
   m.config = m.model->config();

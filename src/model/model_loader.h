@@ -30,6 +30,7 @@ struct LoadedModel {
 };
 
 // `path` is a GGUF file or a directory holding config.json and safetensors.
-LoadedModel load_model(const std::string& path, Backend& backend);
+// The weights go to the backend's device (progress: bytes done of all).
+LoadedModel load_model(const std::string& path, Backend& backend, const LoadProgress& progress = {});
 
 }  // namespace folio

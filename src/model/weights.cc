@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace folio {
@@ -30,15 +32,29 @@ void Weights::add(const std::string& name, const Tensor& tensor) {
 }
 
 void Weights::add_owned(const std::string& name, const Tensor& tensor, Buffer storage) {
+  FOLIO_CHECK(storage.device() == Device::kCpu);
   add(name, tensor);
-  owned_.push_back(std::move(storage));
+  host_copies_.emplace(name, std::move(storage));
 }
 
-void Weights::prepare(Backend& backend) {
-  for (auto& [name, t] : tensors_) {
-    Buffer b = backend.prepare_weight(t);
-    if (b.data() != nullptr) owned_.push_back(std::move(b));
+void Weights::load(Backend& backend, const LoadProgress& progress) {
+  FOLIO_CHECK(!loaded_);
+  const std::uint64_t total = total_bytes();
+  std::uint64_t done = 0;
+  // In name order, so that a file's tensors go in the same order every time.
+  std::vector<std::string> order = names();
+  std::sort(order.begin(), order.end());
+  for (const std::string& name : order) {
+    Tensor& t = tensors_.at(name);
+    done += t.bytes();
+    Buffer copy = backend.load_weight(t);
+    if (!copy.empty()) {
+      device_.push_back(std::move(copy));
+      host_copies_.erase(name);  // the device has its own now
+    }
+    if (progress) progress(done, total);
   }
+  loaded_ = true;
 }
 
 const Tensor* Weights::find(std::string_view name) const {

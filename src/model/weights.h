@@ -1,6 +1,7 @@
-// Weights: a model's tensors by their GGUF names, as Tensor views on the
-// backend's device (zero-copy views of the mapped files on the CPU), whatever
-// the format they were read from.
+// Weights: a model's tensors by their GGUF names, whatever the format they
+// were read from. They start as views of host memory (the mapped files, or
+// copies converted at load); load() hands each to the backend, after which
+// they view the backend's device (on the CPU, often still the mapping).
 #pragma once
 
 #include <initializer_list>
@@ -27,14 +28,17 @@ class Weights {
   // `owner` keeps the storage of the added views alive.
   Weights(std::string source, std::shared_ptr<const void> owner);
 
-  // Adds a view (throws Error when the name is taken); add_owned also keeps
-  // the buffer that `tensor` points into.
+  // Adds a view of host memory (throws Error when the name is taken);
+  // add_owned also keeps the host buffer that `tensor` points into, until
+  // the backend has a copy of its own.
   void add(const std::string& name, const Tensor& tensor);
   void add_owned(const std::string& name, const Tensor& tensor, Buffer storage);
 
-  // Lets the backend rewrite each tensor into its own layout
-  // (Backend::prepare_weight); once, before the model is built on them.
-  void prepare(Backend& backend);
+  // Puts every tensor on the backend's device, in its own layout
+  // (Backend::load_weight), reporting bytes done; once, before the model is
+  // built on them.
+  void load(Backend& backend, const LoadProgress& progress = {});
+  bool loaded() const { return loaded_; }
 
   const Tensor* find(std::string_view name) const;
   // The tensor `name` with exactly the given shape (outermost first); throws
@@ -55,7 +59,9 @@ class Weights {
   std::string source_;
   std::shared_ptr<const void> owner_;
   std::unordered_map<std::string, Tensor> tensors_;
-  std::vector<Buffer> owned_;  // storage of converted tensors and of those the backend rewrote
+  std::unordered_map<std::string, Buffer> host_copies_;  // converted tensors' host storage, until loaded
+  std::vector<Buffer> device_;                           // the backend's copies
+  bool loaded_ = false;
 };
 
 }  // namespace folio

@@ -10,7 +10,8 @@ constexpr int kNumMoeSlots = 12;  // routing and the grouped (token, expert) row
 }  // namespace
 
 Workspace::Workspace(Backend& backend, const ModelConfig& c, std::int64_t max_tokens, std::int64_t max_logits)
-    : max_tokens_(max_tokens),
+    : act_(backend.activation_dtype()),
+      max_tokens_(max_tokens),
       max_logits_(max_logits),
       vocab_size_(c.vocab_size),
       num_slots_(c.is_moe() ? kNumMoeSlots : kNumSlots) {
@@ -25,15 +26,21 @@ Workspace::Workspace(Backend& backend, const ModelConfig& c, std::int64_t max_to
   buffer_ = backend.allocate(bytes);
 }
 
-Tensor Workspace::f32(int index, std::int64_t rows, std::int64_t cols) const {
+// Slots are sized in 4-byte numbers, enough for any activation type.
+Tensor Workspace::slot(int index, DType dtype, std::int64_t rows, std::int64_t cols) const {
+  static_assert(sizeof(std::int32_t) == sizeof(float));
   FOLIO_CHECK(index >= 0 && index < num_slots_ && rows >= 0 && cols >= 0 && rows * cols <= slot_floats_);
-  return buffer_.view(DType::F32, {rows, cols}, static_cast<std::size_t>(index * slot_floats_) * sizeof(float));
+  return buffer_.view(dtype, {rows, cols}, static_cast<std::size_t>(index * slot_floats_) * sizeof(float));
+}
+
+Tensor Workspace::act(int index, std::int64_t rows, std::int64_t cols) const { return slot(index, act_, rows, cols); }
+
+Tensor Workspace::f32(int index, std::int64_t rows, std::int64_t cols) const {
+  return slot(index, DType::F32, rows, cols);
 }
 
 Tensor Workspace::i32(int index, std::int64_t rows, std::int64_t cols) const {
-  static_assert(sizeof(std::int32_t) == sizeof(float));
-  FOLIO_CHECK(index >= 0 && index < num_slots_ && rows >= 0 && cols >= 0 && rows * cols <= slot_floats_);
-  return buffer_.view(DType::I32, {rows, cols}, static_cast<std::size_t>(index * slot_floats_) * sizeof(float));
+  return slot(index, DType::I32, rows, cols);
 }
 
 Tensor Workspace::logits(std::int64_t rows) const {

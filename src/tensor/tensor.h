@@ -13,7 +13,11 @@
 
 namespace folio {
 
-enum class Device { kCpu, kCuda };
+// Where a tensor's bytes live. kCpu: host memory, which host code may read.
+// kCuda: an NVIDIA GPU's memory. kSealed: memory the host must not read (the
+// sealed test backend: its pointers fault when dereferenced), so that a test
+// proves what reads device memory and what does not.
+enum class Device { kCpu, kCuda, kSealed };
 
 // The order of a quantized tensor's bytes within each row. kGguf: the file's
 // blocks one after another, what every op reads. kCpuPacked: Q4_0 .. Q8_0

@@ -11,6 +11,7 @@
 
 #include "engine/engine.h"
 #include "engine/speculative/draft_model_proposer.h"
+#include "support/test_backend.h"
 #include "support/test_models.h"
 
 namespace folio {
@@ -56,7 +57,7 @@ class EngineTest : public ::testing::Test {
     if (path.empty()) return;
     ModelSessionOptions o;
     o.model_path = path;
-    o.threads = 2;
+    o.backend = folio::testing::test_backend_options(2);
     session_ = open_model_session(o);
   }
   static void TearDownTestSuite() { session_.reset(); }
@@ -278,7 +279,7 @@ TEST(EngineSlidingWindow, PrefixCacheHitsBeyondTheWindowChangeNothing) {
   FOLIO_REQUIRE_MODEL(path, folio::testing::kGemma3);
   ModelSessionOptions o;
   o.model_path = path;
-  o.threads = 2;
+  o.backend = folio::testing::test_backend_options(2);
   std::shared_ptr<ModelSession> session = open_model_session(o);
   std::string shared;
   for (int i = 0; shared.size() < 4000; ++i)

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "backend/cpu/cpu_backend.h"
+#include "support/test_backend.h"
 #include "engine/calibration.h"
 #include "engine/perplexity.h"
 #include "model/quantizer.h"
@@ -151,7 +151,8 @@ TEST(QuantizeReference, LlamaCppReadsWhatFolioWrites) {
       quantize_file(base.str(), out.str(), type);
       ASSERT_EQ(fnv1a64(out.str()), want["fnv1a64"].get<std::string>())
           << type << ": folio's file changed; if on purpose, run scripts/make_quantize_goldens.py";
-      CpuBackend backend(0, {}, MatmulPrecision::kQ8);
+      const auto owned_backend = folio::testing::make_test_backend(0, "q8");
+      Backend& backend = *owned_backend;
       LoadedModel model = load_model(out.str(), backend);
       folio::testing::GreedyRunner runner(backend, model, 128, 20, DType::F16);
       const auto cases = folio::testing::llama_cpp_continuations(entry["token_ids"], want["llama_cpp"]);

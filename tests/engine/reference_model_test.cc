@@ -10,7 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "backend/cpu/cpu_backend.h"
+#include "support/test_backend.h"
 #include "model/model_loader.h"
 #include "support/greedy_runner.h"
 #include "support/llama_cpp_golden.h"
@@ -42,7 +42,8 @@ class ReferenceModelTest : public ::testing::TestWithParam<ReferenceCase> {};
 TEST_P(ReferenceModelTest, LogitsMatchTransformersInF32) {
   FOLIO_REQUIRE_MODEL(path, GetParam().model_file);
   const nlohmann::json golden = load_golden(GetParam().golden);
-  CpuBackend backend(0, {}, MatmulPrecision::kF32);
+  const auto owned_backend = folio::testing::make_test_backend(0, "f32");
+  Backend& backend = *owned_backend;
   LoadedModel model = load_model(path, backend);
   GreedyRunner runner(backend, model, 64, 1);
   const std::int64_t V = runner.vocab_size();
@@ -92,7 +93,8 @@ TEST_P(ReferenceModelTest, LogitsMatchTransformersInF32) {
 TEST_P(ReferenceModelTest, NextTokensFollowLlamaCppAlongItsOwnContinuation) {
   FOLIO_REQUIRE_MODEL(path, GetParam().model_file);
   const nlohmann::json golden = load_golden(GetParam().golden);
-  CpuBackend backend(0, {}, MatmulPrecision::kQ8);
+  const auto owned_backend = folio::testing::make_test_backend(0, "q8");
+  Backend& backend = *owned_backend;
   LoadedModel model = load_model(path, backend);
   GreedyRunner runner(backend, model, 128, 1, DType::F16);
   const auto cases = folio::testing::llama_cpp_continuations(golden["token_ids"], golden["llama_cpp"]);
@@ -117,7 +119,8 @@ TEST(ReferenceModelLongContextTest, Gemma3SlidingWindowMatchesTransformers) {
   const std::size_t first = golden["first_checked"].get<std::size_t>();
   const auto& ref = golden["transformers"];
   ASSERT_GT(ids.size(), 512u);
-  CpuBackend backend(0, {}, MatmulPrecision::kF32);
+  const auto owned_backend = folio::testing::make_test_backend(0, "f32");
+  Backend& backend = *owned_backend;
   LoadedModel model = load_model(path, backend);
   GreedyRunner runner(backend, model, static_cast<std::int64_t>(ids.size()), 1);
   const std::int64_t V = runner.vocab_size();

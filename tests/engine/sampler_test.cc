@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "engine/sampler_math.h"
+#include "backend/sampling/sampler_math.h"
 
 namespace folio {
 namespace {

@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "backend/cpu/cpu_backend.h"
+#include "support/test_backend.h"
 #include "backend/observing_backend.h"
 #include "core/error.h"
 #include "model/arch/registry.h"
@@ -58,7 +58,8 @@ class TinyModelTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(TinyModelTest, LogitsMatchTransformersInF32) {
   const Reference ref = load_reference(GetParam());
-  CpuBackend backend(0, {}, MatmulPrecision::kF32);
+  const auto owned_backend = folio::testing::make_test_backend(0, "f32");
+  Backend& backend = *owned_backend;
   LoadedModel model = load_model(tiny_dir(GetParam()), backend);
   ASSERT_EQ(model.config.vocab_size, ref.json["vocab_size"].get<std::int64_t>());
   GreedyRunner runner(backend, model, 64, 1);
@@ -87,7 +88,8 @@ TEST_P(TinyModelTest, LogitsMatchTransformersInF32) {
 
 TEST_P(TinyModelTest, GreedyTokensEqualTransformers) {
   const Reference ref = load_reference(GetParam());
-  CpuBackend backend(0, {}, MatmulPrecision::kF32);
+  const auto owned_backend = folio::testing::make_test_backend(0, "f32");
+  Backend& backend = *owned_backend;
   LoadedModel model = load_model(tiny_dir(GetParam()), backend);
   std::vector<std::vector<TokenId>> prompts;
   for (const auto& seq : ref.json["token_ids"]) prompts.push_back(seq.get<std::vector<TokenId>>());
@@ -105,7 +107,8 @@ INSTANTIATE_TEST_SUITE_P(Tiny, TinyModelTest,
                          [](const ::testing::TestParamInfo<const char*>& p) { return std::string(p.param); });
 
 TEST(TinyModelConfig, ReadsConfigJsonIntoTheSameConfig) {
-  CpuBackend backend(1, {}, MatmulPrecision::kF32);
+  const auto owned_backend = folio::testing::make_test_backend(1, "f32");
+  Backend& backend = *owned_backend;
   LoadedModel llama = load_model(tiny_dir("llama"), backend);
   EXPECT_EQ(llama.config.architecture, "llama");
   EXPECT_EQ(llama.config.name, "llama");
@@ -144,7 +147,8 @@ TEST(TinyModelConfig, ReadsConfigJsonIntoTheSameConfig) {
 }
 
 TEST(TinyModelConfig, ReadsMixtureOfExpertsConfigs) {
-  CpuBackend backend(1, {}, MatmulPrecision::kF32);
+  const auto owned_backend = folio::testing::make_test_backend(1, "f32");
+  Backend& backend = *owned_backend;
   LoadedModel mixtral = load_model(tiny_dir("mixtral"), backend);
   EXPECT_EQ(mixtral.config.architecture, "mixtral");
   EXPECT_EQ(mixtral.config.num_experts, 8);
@@ -255,7 +259,8 @@ TEST_P(TinyMoeGgufTest, GgufFileGivesTheCheckpointsLogits) {
   const GgufFlavour f = GetParam();
   folio::testing::TempPath path;
   write_tiny_gguf(f, path.str());
-  CpuBackend backend(0, {}, MatmulPrecision::kF32);
+  const auto owned_backend = folio::testing::make_test_backend(0, "f32");
+  Backend& backend = *owned_backend;
   LoadedModel hf = load_model(tiny_dir(f.dir), backend);
   LoadedModel gguf = load_model(path.str(), backend);
   ASSERT_NE(gguf.file, nullptr);
@@ -315,7 +320,8 @@ TEST(TinyMoeGguf, BrokenExpertFilesAreRefusedClearly) {
        },
        "tensor blk.0.ffn_gate_inp.weight has shape [4, 64], expected [8, 64]"},
   };
-  CpuBackend backend(1, {}, MatmulPrecision::kF32);
+  const auto owned_backend = folio::testing::make_test_backend(1, "f32");
+  Backend& backend = *owned_backend;
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
     folio::testing::TempPath path;
@@ -339,7 +345,8 @@ TEST(TinyMoeGguf, QuantizedExpertsLoadAndDecode) {
   QuantizeOptions options;
   options.recipe = *parse_quant_recipe("q8_0");
   quantize_gguf(GgufFile::open(path.str()), quantized.str(), options, {});
-  CpuBackend backend(2);  // the Q8 kernels, which read packed Q8_0
+  const auto owned_backend = folio::testing::make_test_backend(2, "q8");  // the Q8 kernels, which read packed Q8_0
+  Backend& backend = *owned_backend;
   LoadedModel model = load_model(quantized.str(), backend);
   EXPECT_EQ(model.weights->find("blk.0.ffn_up_exps.weight")->dtype, DType::Q8_0);
   EXPECT_EQ(model.weights->find("blk.0.ffn_up_exps.weight")->layout, Layout::kCpuPacked);
@@ -381,8 +388,9 @@ class TinyMoeTest : public ::testing::TestWithParam<const char*> {};
 // alone and beside seven others, on both matmul precisions (==).
 TEST_P(TinyMoeTest, GreedyAloneEqualsBatched) {
   const std::vector<std::vector<TokenId>> prompts = eight_prompts(load_reference(GetParam()));
-  for (MatmulPrecision precision : {MatmulPrecision::kQ8, MatmulPrecision::kF32}) {
-    CpuBackend backend(3, {}, precision);
+  for (const char* precision : {"q8", "f32"}) {
+    const auto owned_backend = folio::testing::make_test_backend(3, precision);
+    Backend& backend = *owned_backend;
     LoadedModel model = load_model(tiny_dir(GetParam()), backend);
     GreedyRunner batched(backend, model, 64, 8);
     const auto together = batched.greedy(prompts, 10, {});
@@ -443,7 +451,7 @@ class ByteCounter final : public MatmulObserver {
 TEST_P(TinyMoeTest, DecodeReadsEachExpertAtMostOncePerStep) {
   const std::vector<std::vector<TokenId>> prompts = eight_prompts(load_reference(GetParam()));
   ByteCounter counter;
-  ObservingBackend observing(std::make_unique<CpuBackend>(2, std::string_view{}, MatmulPrecision::kF32), counter);
+  ObservingBackend observing(folio::testing::make_test_backend(2, "f32"), counter);
   LoadedModel model = load_model(tiny_dir(GetParam()), observing);
   const Tensor* output = model.weights->find("output.weight");
   counter.set_lm_head(output != nullptr ? *output : *model.weights->find("token_embd.weight"));

@@ -17,18 +17,20 @@ KvStorageOptions kv_options(std::int64_t blocks, DType dtype) {
 GreedyRunner::GreedyRunner(Backend& backend, LoadedModel& model, std::int64_t max_context, std::int64_t max_seqs,
                            DType kv_dtype, std::int64_t max_batched_tokens)
     : model_(model),
-      blocks_per_seq_((max_context + 15) / 16),
+      blocks_per_seq_((max_context + kDefaultBlockSize - 1) / kDefaultBlockSize),
       kv_(backend, model.config, kv_options(blocks_per_seq_ * max_seqs, kv_dtype)) {
-  runner_ = std::make_unique<ModelRunner>(backend, *model.model, kv_, std::max(max_batched_tokens, max_context),
-                                          max_seqs, std::max(max_seqs, max_context));
-  tables_.resize(static_cast<std::size_t>(blocks_per_seq_ * max_seqs));
-  for (std::size_t i = 0; i < tables_.size(); ++i) tables_[i] = static_cast<std::int32_t>(i);
+  RunnerOptions o;
+  o.max_num_batched_tokens = std::max(max_batched_tokens, max_context);
+  o.max_num_seqs = max_seqs;
+  o.max_logits = std::max(max_seqs, max_context);
+  runner_ = std::make_unique<ModelRunner>(backend, *model.model, kv_, o);
+  for (std::int64_t s = 0; s < max_seqs; ++s) {
+    tables_.emplace_back(kDefaultBlockSize);
+    for (std::int64_t b = 0; b < blocks_per_seq_; ++b) tables_.back().append(static_cast<BlockId>(s * blocks_per_seq_ + b));
+  }
 }
 
-std::span<const std::int32_t> GreedyRunner::table(std::int64_t seq) const {
-  return std::span<const std::int32_t>(tables_).subspan(static_cast<std::size_t>(seq * blocks_per_seq_),
-                                                        static_cast<std::size_t>(blocks_per_seq_));
-}
+const BlockTable* GreedyRunner::table(std::int64_t seq) const { return &tables_[static_cast<std::size_t>(seq)]; }
 
 std::vector<float> GreedyRunner::teacher_forced(std::span<const TokenId> ids, std::int64_t chunk_tokens) {
   const auto n = static_cast<std::int64_t>(ids.size());
@@ -42,16 +44,15 @@ std::vector<float> GreedyRunner::teacher_forced(std::span<const TokenId> ids, st
     c.num_computed_tokens = done;
     c.block_table = table(0);
     c.num_logits = len;
-    Tensor logits = runner_->execute(std::span<const SequenceChunk>(&c, 1));
-    const float* p = runner_->host_logits(logits);
-    std::copy(p, p + len * V, out.begin() + done * V);
+    runner_->execute(std::span<const SequenceChunk>(&c, 1));
+    runner_->logits_to_host(host_logits_);
+    std::copy(host_logits_.begin(), host_logits_.end(), out.begin() + done * V);
   }
   return out;
 }
 
 std::vector<std::vector<TokenId>> GreedyRunner::greedy(const std::vector<std::vector<TokenId>>& prompts,
                                                        int max_new_tokens, std::span<const TokenId> stop_ids) {
-  const std::int64_t V = vocab_size();
   const auto S = static_cast<std::int64_t>(prompts.size());
   std::vector<std::vector<TokenId>> out(prompts.size());
   std::vector<std::int64_t> computed(prompts.size(), 0);
@@ -75,13 +76,19 @@ std::vector<std::vector<TokenId>> GreedyRunner::greedy(const std::vector<std::ve
       owners.push_back(s);
     }
     if (chunks.empty() || step == max_new_tokens) break;
-    Tensor logits = runner_->execute(chunks);
-    const float* p = runner_->host_logits(logits);
+    // Each row's argmax, on the device.
+    SamplingRequest argmax;
+    for (std::size_t i = 0; i < chunks.size(); ++i) {
+      SamplingRowParams greedy;
+      greedy.temperature = 0.0f;
+      greedy.logits_row = static_cast<std::int32_t>(i);
+      argmax.add(greedy, {});
+    }
+    const StepSamples samples = runner_->execute(chunks, argmax);
     for (std::size_t i = 0; i < owners.size(); ++i) {
       const std::int64_t s = owners[i];
       computed[s] += static_cast<std::int64_t>(chunks[i].tokens.size());
-      const float* row = p + static_cast<std::int64_t>(i) * V;
-      const auto next = static_cast<TokenId>(std::max_element(row, row + V) - row);
+      const TokenId next = samples.results[i].token;
       out[s].push_back(next);
       if (std::find(stop_ids.begin(), stop_ids.end(), next) != stop_ids.end()) done[s] = true;
     }

@@ -34,13 +34,14 @@ class GreedyRunner {
   std::int64_t vocab_size() const { return model_.config.vocab_size; }
 
  private:
-  std::span<const std::int32_t> table(std::int64_t seq) const;
+  const BlockTable* table(std::int64_t seq) const;
 
   LoadedModel& model_;
   std::int64_t blocks_per_seq_;
   KvStorage kv_;
   std::unique_ptr<ModelRunner> runner_;
-  std::vector<std::int32_t> tables_;
+  std::vector<BlockTable> tables_;  // sequence s owns blocks [s * blocks_per_seq, (s + 1) * blocks_per_seq)
+  std::vector<float> host_logits_;
 };
 
 // A greedy continuation of llama.cpp's (from a golden): its tokens and its

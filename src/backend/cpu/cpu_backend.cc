@@ -13,43 +13,55 @@ CpuBackend::CpuBackend(int num_threads, std::string_view max_level, MatmulPrecis
     : features_(CpuFeatures::detect(max_level)),
       pool_(num_threads),
       matmul_(features_, precision),
-      scratch_(static_cast<std::size_t>(pool_.size())) {}
+      scratch_(static_cast<std::size_t>(pool_.size())),
+      samplers_(static_cast<std::size_t>(pool_.size())) {}
+
+void CpuBackend::copy_to_device(const Tensor& dst, const void* src, std::size_t bytes) {
+  reference_.copy_to_device(dst, src, bytes);
+}
+
+void CpuBackend::copy_to_host(void* dst, const Tensor& src, std::size_t bytes) {
+  reference_.copy_to_host(dst, src, bytes);
+}
 
 // Below AVX2 the ops run the reference code (split over threads where it counts).
 void CpuBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) {
-  op_checks::rms_norm(x, w, out);
-  if (!features_.avx2) return ReferenceBackend::rms_norm(x, w, eps, out);
+  op_checks::rms_norm(x, w, out, DType::F32);
+  if (!features_.avx2) return reference_.rms_norm(x, w, eps, out);
   cpu_pointwise::rms_norm(pool_, x, w, eps, out);
 }
 
 void CpuBackend::rope(Tensor& x, const Tensor& positions, const RopeTable& table) {
-  op_checks::rope(x, positions, table);
-  if (!features_.avx2) return ReferenceBackend::rope(x, positions, table);
+  op_checks::rope(x, positions, table, DType::F32);
+  if (!features_.avx2) return reference_.rope(x, positions, table);
   cpu_pointwise::rope(pool_, x, positions, table);
 }
 
 void CpuBackend::glu(const Tensor& gate, const Tensor& up, GluActivation act, Tensor& out) {
-  op_checks::same_f32_shape(gate, up, "glu");
-  op_checks::same_f32_shape(gate, out, "glu");
-  if (!features_.avx2) return ReferenceBackend::glu(gate, up, act, out);
+  op_checks::same_shape(gate, up, DType::F32, "glu");
+  op_checks::same_shape(gate, out, DType::F32, "glu");
+  if (!features_.avx2) return reference_.glu(gate, up, act, out);
   cpu_pointwise::glu(pool_, gate, up, act, out);
 }
 
 void CpuBackend::add(Tensor& x, const Tensor& y) {
-  op_checks::same_f32_shape(x, y, "add");
+  op_checks::same_shape(x, y, DType::F32, "add");
   cpu_pointwise::add(pool_, x, y);
 }
 
-void CpuBackend::scale(Tensor& x, float s) { cpu_pointwise::scale(pool_, x, s); }
+void CpuBackend::scale(Tensor& x, float s) {
+  op_checks::activations(x, DType::F32, "scale");
+  cpu_pointwise::scale(pool_, x, s);
+}
 
 void CpuBackend::write_kv(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, PagedKv& kv) {
-  op_checks::write_kv(k, v, slot_mapping, kv);
-  if (!features_.avx2) return ReferenceBackend::write_kv(k, v, slot_mapping, kv);
+  op_checks::write_kv(k, v, slot_mapping, kv, DType::F32);
+  if (!features_.avx2) return reference_.write_kv(k, v, slot_mapping, kv);
   cpu_pointwise::write_kv(pool_, k, v, slot_mapping, kv);
 }
 
 void CpuBackend::embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
-  op_checks::embedding(table, ids, out);
+  op_checks::embedding(table, ids, out, DType::F32);
   for (std::int64_t i = 0; i < ids.numel(); ++i) {
     std::int32_t id = ids.as<const std::int32_t>()[i];
     if (id < 0 || id >= table.rows()) fail("token id {} is outside the vocabulary of {}", id, table.rows());
@@ -57,22 +69,35 @@ void CpuBackend::embedding(const Tensor& table, const Tensor& ids, Tensor& out) 
   matmul_.embedding(pool_, table, ids, out);
 }
 
-Buffer CpuBackend::prepare_weight(Tensor& w) { return matmul_.pack(pool_, w); }
+Buffer CpuBackend::load_weight(Tensor& w) {
+  FOLIO_CHECK(w.device == Device::kCpu && w.layout == Layout::kGguf);
+  Buffer packed = matmul_.pack(pool_, w);
+  if (!packed.empty()) return packed;
+  // Read where it lies: touch every page now, so that the first forward pass
+  // does not wait on the disk.
+  constexpr std::size_t kPage = 4096;
+  const auto* bytes = static_cast<const volatile std::uint8_t*>(w.data);
+  std::uint8_t sink = 0;
+  for (std::size_t off = 0; off < w.bytes(); off += kPage) sink = static_cast<std::uint8_t>(sink + bytes[off]);
+  if (w.bytes() > 0) sink = static_cast<std::uint8_t>(sink + bytes[w.bytes() - 1]);
+  (void)sink;
+  return {};
+}
 
 void CpuBackend::matmul(const Tensor& w, const Tensor& x, Tensor& y, const Tensor* bias) {
-  op_checks::matmul(w, x, y, bias);
+  op_checks::matmul(w, x, y, bias, DType::F32);
   matmul_.run(pool_, w, x, y, bias);
 }
 
 void CpuBackend::matmuls(const Tensor& x, std::span<const MatmulTarget> targets) {
-  for (const MatmulTarget& t : targets) op_checks::matmul(*t.w, x, *t.y, t.bias);
+  for (const MatmulTarget& t : targets) op_checks::matmul(*t.w, x, *t.y, t.bias, DType::F32);
   if (!matmul_.groupable(targets, false)) return Backend::matmuls(x, targets);
   matmul_.run_group(pool_, {&x}, targets);
 }
 
 void CpuBackend::glu_matmul(const Tensor& w, Tensor& gate, const Tensor& up, GluActivation act, Tensor& y) {
-  op_checks::same_f32_shape(gate, up, "glu");
-  op_checks::matmul(w, gate, y, nullptr);
+  op_checks::same_shape(gate, up, DType::F32, "glu");
+  op_checks::matmul(w, gate, y, nullptr, DType::F32);
   const MatmulTarget target{&w, &y, nullptr};
   if (!features_.avx2 || !matmul_.groupable({&target, 1}, true)) return Backend::glu_matmul(w, gate, up, act, y);
   matmul_.run_group(pool_, {&gate, &up, act}, {&target, 1});
@@ -80,7 +105,7 @@ void CpuBackend::glu_matmul(const Tensor& w, Tensor& gate, const Tensor& up, Glu
 
 void CpuBackend::attention(const Tensor& q, const PagedKv& kv, const AttentionMetadata& meta,
                            const AttentionParams& params, Tensor& out) {
-  op_checks::attention(q, kv, meta, out);
+  op_checks::attention(q, kv, meta, out, DType::F32);
   if (features_.avx2) return attention_.run(pool_, q, kv, meta, params, out);
   const std::int64_t items = q.shape[0] * q.shape[1];
   pool_.run_chunks(std::min<std::int64_t>(items, pool_.size() * ThreadPool::kChunksPerThread), [&](std::int64_t c, int t) {
@@ -90,7 +115,7 @@ void CpuBackend::attention(const Tensor& q, const PagedKv& kv, const AttentionMe
 }
 
 void CpuBackend::expert_matmul(const Tensor& w, const Tensor& x, const Tensor& offsets, Tensor& y) {
-  op_checks::expert_matmul(w, x, offsets, y);
+  op_checks::expert_matmul(w, x, offsets, y, DType::F32);
   for (std::int64_t e = 0; e < w.shape[0]; ++e) {
     const auto [begin, end] = reference::expert_rows(offsets, e, x.rows());
     if (begin == end) continue;
@@ -101,9 +126,35 @@ void CpuBackend::expert_matmul(const Tensor& w, const Tensor& x, const Tensor& o
 
 // The reference's arithmetic split over threads by token: bit-identical.
 void CpuBackend::moe_combine(const Tensor& y, const Tensor& assignment_rows, const Tensor& weights, Tensor& out) {
-  op_checks::moe_combine(y, assignment_rows, weights, out);
+  op_checks::moe_combine(y, assignment_rows, weights, out, DType::F32);
   pool_.parallel_for(out.rows(), [&](std::int64_t begin, std::int64_t end) {
     reference::moe_combine_tokens(y, assignment_rows, weights, out, begin, end);
+  });
+}
+
+// A few numbers per token: the reference's code as it is.
+void CpuBackend::gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) { reference_.gather_rows(x, rows, out); }
+
+void CpuBackend::copy_blocks(PagedKv& kv, std::span<const std::pair<std::int32_t, std::int32_t>> pairs) {
+  reference_.copy_blocks(kv, pairs);
+}
+
+void CpuBackend::moe_route(const Tensor& router_logits, bool normalize, Tensor& ids, Tensor& weights) {
+  reference_.moe_route(router_logits, normalize, ids, weights);
+}
+
+void CpuBackend::moe_group(const Tensor& ids, Tensor& offsets, Tensor& row_tokens, Tensor& assignment_rows) {
+  reference_.moe_group(ids, offsets, row_tokens, assignment_rows);
+}
+
+void CpuBackend::add_sigmoid_gated(Tensor& x, const Tensor& y, const Tensor& gate) {
+  reference_.add_sigmoid_gated(x, y, gate);
+}
+
+void CpuBackend::sample(const Tensor& logits, const SamplingBatch& batch) {
+  op_checks::sample(logits, batch);
+  pool_.run_chunks(batch.num_rows, [&](std::int64_t row, int thread) {
+    reference::sample_rows(logits, batch, row, row + 1, samplers_[static_cast<std::size_t>(thread)]);
   });
 }
 

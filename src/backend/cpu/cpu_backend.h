@@ -1,7 +1,9 @@
 // CpuBackend: SIMD kernels (chosen once from the processor's features) split
 // over a persistent thread pool, by output rows for matmul and by (token,
 // head) for attention. Each output is computed by one thread in a fixed order,
-// so results are independent of the batch and of the thread count.
+// so results are independent of the batch and of the thread count. Below AVX2,
+// and for the ops that move a few numbers per token (routing, grouping,
+// gathers, block copies), it runs the reference's code: explicitly, op by op.
 #pragma once
 
 #include <memory>
@@ -15,20 +17,26 @@
 
 namespace folio {
 
-class CpuBackend : public ReferenceBackend {
+class CpuBackend final : public Backend {
  public:
   // max_level caps the SIMD level (see CpuFeatures::detect); precision picks
   // the matmul kernels (kQ8: fast integer dots, kF32: f32 FMAs).
   explicit CpuBackend(int num_threads, std::string_view max_level = {},
                       MatmulPrecision precision = MatmulPrecision::kQ8);
   std::string name() const override { return "cpu"; }
+  Device device() const override { return Device::kCpu; }
   int num_threads() const { return pool_.size(); }
   const CpuFeatures& features() const { return features_; }
   MatmulPrecision matmul_precision() const { return matmul_.precision(); }
 
+  Buffer allocate(std::size_t bytes) override { return host_buffer(bytes); }
+  void copy_to_device(const Tensor& dst, const void* src, std::size_t bytes) override;
+  void copy_to_host(void* dst, const Tensor& src, std::size_t bytes) override;
   // Block32 weights (Q4_0 .. Q8_0) are packed for the kQ8 kernels
   // (packed_weights.h): a copy as large as the tensor, made once at load.
-  Buffer prepare_weight(Tensor& w) override;
+  // The others are read in the mapped file, whose pages this reads in.
+  Buffer load_weight(Tensor& w) override;
+
   void embedding(const Tensor& table, const Tensor& ids, Tensor& out) override;
   void matmul(const Tensor& w, const Tensor& x, Tensor& y, const Tensor* bias) override;
   void matmuls(const Tensor& x, std::span<const MatmulTarget> targets) override;
@@ -41,17 +49,25 @@ class CpuBackend : public ReferenceBackend {
   void add(Tensor& x, const Tensor& y) override;
   void scale(Tensor& x, float s) override;
   void write_kv(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, PagedKv& kv) override;
-  // One threaded matmul per expert that has rows; routing, grouping and the
-  // gated add run the reference code (a few numbers per token).
+  void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) override;
+  void copy_blocks(PagedKv& kv, std::span<const std::pair<std::int32_t, std::int32_t>> pairs) override;
+  void moe_route(const Tensor& router_logits, bool normalize, Tensor& ids, Tensor& weights) override;
+  void moe_group(const Tensor& ids, Tensor& offsets, Tensor& row_tokens, Tensor& assignment_rows) override;
+  // One threaded matmul per expert that has rows.
   void expert_matmul(const Tensor& w, const Tensor& x, const Tensor& offsets, Tensor& y) override;
   void moe_combine(const Tensor& y, const Tensor& assignment_rows, const Tensor& weights, Tensor& out) override;
+  void add_sigmoid_gated(Tensor& x, const Tensor& y, const Tensor& gate) override;
+  // The reference's rows, split over threads (one RowSampler each).
+  void sample(const Tensor& logits, const SamplingBatch& batch) override;
 
  private:
   CpuFeatures features_;
   ThreadPool pool_;
   QuantMatmul matmul_;
   CpuAttention attention_;
+  ReferenceBackend reference_;
   std::vector<std::vector<float>> scratch_;  // one per thread
+  std::vector<RowSampler> samplers_;         // one per thread
 };
 
 }  // namespace folio

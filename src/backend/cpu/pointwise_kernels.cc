@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "backend/reference/kv_rows.h"
 #include "core/error.h"
 #include "tensor/half.h"
 
@@ -106,7 +107,7 @@ void rope(ThreadPool& pool, Tensor& x, const Tensor& positions, const RopeTable&
       const float pos = static_cast<float>(positions.as<const std::int32_t>()[t]);
       // The angles once per token, for every head.
       for (std::int64_t i = 0; i < half; ++i) {
-        const float theta = pos * table.inv_freq[i];
+        const float theta = pos * table.inv_freq.as<const float>()[i];
         cs[i] = std::cos(theta) * table.attention_factor;
         sn[i] = std::sin(theta) * table.attention_factor;
       }
@@ -178,7 +179,7 @@ void write_kv(ThreadPool& pool, const Tensor& k, const Tensor& v, const Tensor& 
       case KvDType::kF32: return store_row(DType::F32, p.codes.data, r * p.dim, src, p.dim);
       case KvDType::kF16: return store_row(DType::F16, p.codes.data, r * p.dim, src, p.dim);
       case KvDType::kBF16: return store_row(DType::BF16, p.codes.data, r * p.dim, src, p.dim);
-      default: return encode_kv_row(p.type, src, p.dim, p.row(r), p.row_scale(r));
+      default: return encode_kv_row(p.type, src, p.dim, kv_rows::codes(p, r), kv_rows::scales(p, r));
     }
   };
   pool.parallel_for(k.shape[0], [&](std::int64_t begin, std::int64_t end) {

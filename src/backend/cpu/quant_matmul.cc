@@ -81,7 +81,7 @@ void QuantMatmul::run_group(ThreadPool& pool, const Input& in, std::span<const M
   } else {
     const ActQ8Layout layout = ActQ8Layout::make(act, k);
     const std::size_t need = static_cast<std::size_t>(n) * layout.row_bytes;
-    if (act_.size() < need) act_ = Buffer(std::max(need, act_.size() * 3 / 2));
+    if (act_.size() < need) act_ = host_buffer(std::max(need, act_.size() * 3 / 2));
     auto* rows = static_cast<std::byte*>(act_.data());
     const QuantizeActFn quantize = kernels_->quantize;
     auto quantize_tokens = [&](std::int64_t begin, std::int64_t end) {
@@ -216,7 +216,7 @@ Buffer QuantMatmul::pack(ThreadPool& pool, Tensor& w) const {
       w.device != Device::kCpu || !is_packable(w.dtype) || type >= kMaxDTypeId ||
       kernels_->q8_packed[type].tiles[0][0] == nullptr || w.rows() == 0)
     return {};
-  Buffer packed(w.bytes() + kPackedSlackBytes);
+  Buffer packed = host_buffer(w.bytes() + kPackedSlackBytes);
   const std::size_t row_bytes = w.row_bytes();
   const auto* src = static_cast<const std::byte*>(w.data);
   auto* dst = static_cast<std::byte*>(packed.data());

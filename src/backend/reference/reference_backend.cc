@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backend/op_checks.h"
+#include "backend/reference/kv_rows.h"
 #include "core/error.h"
 #include "tensor/quantize.h"
 
@@ -16,8 +17,32 @@ namespace {
 // Row (slot, kv_head) of a pool decoded to floats.
 void load_row(const PagedKv& kv, const KvPool& pool, std::int64_t slot, std::int64_t kv_head, float* out) {
   const std::int64_t r = kv.row_of(slot, kv_head);
-  decode_kv_row(pool.type, pool.row(r), pool.row_scale(r), pool.dim, out);
+  decode_kv_row(pool.type, kv_rows::codes(pool, r), kv_rows::scales(pool, r), pool.dim, out);
 }
+
+// An activation tensor as f32: an F32 tensor itself; an F16 or BF16 one as a
+// converted copy, which store() rounds back into the tensor.
+class AsF32 {
+ public:
+  explicit AsF32(const Tensor& t) : source_(t), view_(t) {
+    if (t.dtype == DType::F32 || t.numel() == 0) return;
+    FOLIO_CHECK(t.dtype == DType::F16 || t.dtype == DType::BF16);
+    copy_.resize(static_cast<std::size_t>(t.numel()));
+    dequantize_row(t.dtype, t.data, copy_.data(), t.numel());
+    view_.data = copy_.data();
+    view_.dtype = DType::F32;
+  }
+  Tensor& operator*() { return view_; }
+  Tensor* operator->() { return &view_; }
+  void store() {
+    if (!copy_.empty()) quantize_row(source_.dtype, copy_.data(), source_.data, source_.numel());
+  }
+
+ private:
+  Tensor source_;
+  Tensor view_;
+  std::vector<float> copy_;
+};
 
 }  // namespace
 
@@ -113,56 +138,100 @@ std::pair<std::int64_t, std::int64_t> expert_rows(const Tensor& offsets, std::in
   return {begin, end};
 }
 
+void sample_rows(const Tensor& logits, const SamplingBatch& batch, std::int64_t row_begin, std::int64_t row_end,
+                 RowSampler& sampler) {
+  const auto* rows = static_cast<const SamplingRowParams*>(batch.rows.data);
+  const auto* adjustments = static_cast<const LogitAdjustment*>(batch.adjustments.data);
+  const auto num_adjustments = static_cast<std::int64_t>(batch.adjustments.bytes() / sizeof(LogitAdjustment));
+  auto* results = static_cast<SampleResult*>(batch.results.data);
+  auto* logprobs = static_cast<LogprobResult*>(batch.logprobs.data);
+  const std::int64_t V = logits.cols();
+  for (std::int64_t r = row_begin; r < row_end; ++r) {
+    const SamplingRowParams& p = rows[r];
+    if (p.logits_row < 0 || p.logits_row >= logits.rows())
+      fail("sample: row {} reads logits row {} of {}", r, p.logits_row, logits.rows());
+    if (p.adjust_begin < 0 || p.adjust_begin > p.adjust_end || p.adjust_end > num_adjustments)
+      fail("sample: row {} has adjustments [{}, {}) of {}", r, p.adjust_begin, p.adjust_end, num_adjustments);
+    const bool wants_logprobs = p.num_logprobs >= 0;
+    if (wants_logprobs && (p.logprob_slot < 0 || p.logprob_slot >= batch.num_logprob_rows))
+      fail("sample: row {} puts its logprobs in slot {} of {}", r, p.logprob_slot, batch.num_logprob_rows);
+    const std::span<const float> row(logits.as<const float>() + p.logits_row * V, static_cast<std::size_t>(V));
+    const std::span<const LogitAdjustment> adjust(adjustments + p.adjust_begin,
+                                                  static_cast<std::size_t>(p.adjust_end - p.adjust_begin));
+    sampler.run(row, p, adjust, results[r], wants_logprobs ? &logprobs[p.logprob_slot] : nullptr);
+  }
+}
+
 }  // namespace reference
+
+ReferenceBackend::ReferenceBackend(DType activations) : act_(activations) {
+  if (act_ != DType::F32 && act_ != DType::F16 && act_ != DType::BF16)
+    fail("the reference backend's activations are f32, f16 or bf16, not {}", folio::name(act_));
+}
 
 // An empty copy may come with null pointers (an empty vector's data()),
 // which memcpy must not be given.
-void ReferenceBackend::copy_to_device(Tensor& dst, const void* src, std::size_t bytes) {
+void ReferenceBackend::copy_to_device(const Tensor& dst, const void* src, std::size_t bytes) {
+  FOLIO_CHECK(bytes <= dst.bytes());
   if (bytes > 0) std::memcpy(dst.data, src, bytes);
 }
 
 void ReferenceBackend::copy_to_host(void* dst, const Tensor& src, std::size_t bytes) {
+  FOLIO_CHECK(bytes <= src.bytes());
   if (bytes > 0) std::memcpy(dst, src.data, bytes);
 }
 
+Buffer ReferenceBackend::load_weight(Tensor& w) {
+  FOLIO_CHECK(w.device == Device::kCpu && w.layout == Layout::kGguf);
+  return {};
+}
+
 void ReferenceBackend::embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
-  op_checks::embedding(table, ids, out);
+  op_checks::embedding(table, ids, out, act_);
   FOLIO_CHECK(table.layout == Layout::kGguf);
+  AsF32 o(out);
   for (std::int64_t i = 0; i < ids.numel(); ++i) {
     std::int32_t id = ids.as<const std::int32_t>()[i];
     if (id < 0 || id >= table.rows()) fail("token id {} is outside the vocabulary of {}", id, table.rows());
-    dequantize_row(table.dtype, table.row(id), out.as<float>() + i * out.cols(), table.cols());
+    dequantize_row(table.dtype, table.row(id), o->as<float>() + i * o->cols(), table.cols());
   }
+  o.store();
 }
 
 void ReferenceBackend::matmul(const Tensor& w, const Tensor& x, Tensor& y, const Tensor* bias) {
-  op_checks::matmul(w, x, y, bias);
+  op_checks::matmul(w, x, y, bias, act_);
+  AsF32 xf(x), yf(y);
   std::vector<float> scratch;
-  reference::matmul_rows(w, x, y, bias, 0, w.rows(), scratch);
+  reference::matmul_rows(w, *xf, *yf, bias, 0, w.rows(), scratch);
+  yf.store();
 }
 
 void ReferenceBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) {
-  op_checks::rms_norm(x, w, out);
+  op_checks::rms_norm(x, w, out, act_);
+  AsF32 xf(x), of(out);
   const std::int64_t d = x.cols();
   for (std::int64_t r = 0; r < x.rows(); ++r) {
-    const float* xr = x.as<const float>() + r * d;
-    float* o = out.as<float>() + r * d;
+    const float* xr = xf->as<const float>() + r * d;
+    float* o = of->as<float>() + r * d;
     float sum = 0.0f;
     for (std::int64_t i = 0; i < d; ++i) sum += xr[i] * xr[i];
     float inv = 1.0f / std::sqrt(sum / static_cast<float>(d) + eps);
     for (std::int64_t i = 0; i < d; ++i) o[i] = xr[i] * inv * w.as<const float>()[i];
   }
+  of.store();
 }
 
 void ReferenceBackend::rope(Tensor& x, const Tensor& positions, const RopeTable& table) {
-  op_checks::rope(x, positions, table);
+  op_checks::rope(x, positions, table, act_);
+  AsF32 xf(x);
   const std::int64_t heads = x.shape[1], hd = x.shape[2], half = table.dim / 2;
+  const float* inv_freq = table.inv_freq.as<const float>();
   for (std::int64_t t = 0; t < x.shape[0]; ++t) {
     float pos = static_cast<float>(positions.as<const std::int32_t>()[t]);
     for (std::int64_t h = 0; h < heads; ++h) {
-      float* v = x.as<float>() + (t * heads + h) * hd;
+      float* v = xf->as<float>() + (t * heads + h) * hd;
       for (std::int64_t i = 0; i < half; ++i) {
-        float theta = pos * table.inv_freq[i];
+        float theta = pos * inv_freq[i];
         float c = std::cos(theta) * table.attention_factor;
         float s = std::sin(theta) * table.attention_factor;
         std::int64_t a = table.neox ? i : 2 * i;
@@ -173,13 +242,15 @@ void ReferenceBackend::rope(Tensor& x, const Tensor& positions, const RopeTable&
       }
     }
   }
+  xf.store();
 }
 
 void ReferenceBackend::glu(const Tensor& gate, const Tensor& up, GluActivation act, Tensor& out) {
-  op_checks::same_f32_shape(gate, up, "glu");
-  op_checks::same_f32_shape(gate, out, "glu");
+  op_checks::same_shape(gate, up, act_, "glu");
+  op_checks::same_shape(gate, out, act_, "glu");
+  AsF32 gf(gate), uf(up), of(out);
   for (std::int64_t i = 0; i < gate.numel(); ++i) {
-    float g = gate.as<const float>()[i];
+    float g = gf->as<const float>()[i];
     float a;
     if (act == GluActivation::kSilu) {
       a = g / (1.0f + std::exp(-g));
@@ -188,21 +259,28 @@ void ReferenceBackend::glu(const Tensor& gate, const Tensor& up, GluActivation a
       constexpr float kSqrt2OverPi = 0.7978845608028654f;
       a = 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * (g + 0.044715f * g * g * g)));
     }
-    out.as<float>()[i] = a * up.as<const float>()[i];
+    of->as<float>()[i] = a * uf->as<const float>()[i];
   }
+  of.store();
 }
 
 void ReferenceBackend::add(Tensor& x, const Tensor& y) {
-  op_checks::same_f32_shape(x, y, "add");
-  for (std::int64_t i = 0; i < x.numel(); ++i) x.as<float>()[i] += y.as<const float>()[i];
+  op_checks::same_shape(x, y, act_, "add");
+  AsF32 xf(x), yf(y);
+  for (std::int64_t i = 0; i < x.numel(); ++i) xf->as<float>()[i] += yf->as<const float>()[i];
+  xf.store();
 }
 
 void ReferenceBackend::scale(Tensor& x, float s) {
-  for (std::int64_t i = 0; i < x.numel(); ++i) x.as<float>()[i] *= s;
+  op_checks::activations(x, act_, "scale");
+  AsF32 xf(x);
+  for (std::int64_t i = 0; i < x.numel(); ++i) xf->as<float>()[i] *= s;
+  xf.store();
 }
 
 void ReferenceBackend::write_kv(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, PagedKv& kv) {
-  op_checks::write_kv(k, v, slot_mapping, kv);
+  op_checks::write_kv(k, v, slot_mapping, kv, act_);
+  AsF32 kf(k), vf(v);
   const std::int64_t heads = kv.num_kv_heads(), hd = kv.head_dim(), vd = kv.value_head_dim();
   for (std::int64_t t = 0; t < k.shape[0]; ++t) {
     std::int64_t slot = slot_mapping.as<const std::int32_t>()[t];
@@ -210,17 +288,21 @@ void ReferenceBackend::write_kv(const Tensor& k, const Tensor& v, const Tensor& 
     FOLIO_CHECK(slot < kv.num_blocks() * kv.block_size);
     for (std::int64_t h = 0; h < heads; ++h) {
       const std::int64_t r = kv.row_of(slot, h);
-      encode_kv_row(kv.k.type, k.as<const float>() + (t * heads + h) * hd, hd, kv.k.row(r), kv.k.row_scale(r));
-      encode_kv_row(kv.v.type, v.as<const float>() + (t * heads + h) * vd, vd, kv.v.row(r), kv.v.row_scale(r));
+      encode_kv_row(kv.k.type, kf->as<const float>() + (t * heads + h) * hd, hd, kv_rows::codes(kv.k, r),
+                    kv_rows::scales(kv.k, r));
+      encode_kv_row(kv.v.type, vf->as<const float>() + (t * heads + h) * vd, vd, kv_rows::codes(kv.v, r),
+                    kv_rows::scales(kv.v, r));
     }
   }
 }
 
 void ReferenceBackend::attention(const Tensor& q, const PagedKv& kv, const AttentionMetadata& meta,
                                  const AttentionParams& params, Tensor& out) {
-  op_checks::attention(q, kv, meta, out);
+  op_checks::attention(q, kv, meta, out, act_);
+  AsF32 qf(q), of(out);
   std::vector<float> scratch;
-  reference::attention_items(q, kv, meta, params, out, 0, q.shape[0] * q.shape[1], scratch);
+  reference::attention_items(*qf, kv, meta, params, *of, 0, q.shape[0] * q.shape[1], scratch);
+  of.store();
 }
 
 void ReferenceBackend::gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) {
@@ -232,21 +314,22 @@ void ReferenceBackend::gather_rows(const Tensor& x, const Tensor& rows, Tensor& 
   }
 }
 
-void ReferenceBackend::copy_blocks(PagedKv& kv, const std::vector<std::pair<std::int32_t, std::int32_t>>& pairs) {
+void ReferenceBackend::copy_blocks(PagedKv& kv, std::span<const std::pair<std::int32_t, std::int32_t>> pairs) {
   for (auto [src, dst] : pairs) {
     FOLIO_CHECK(src >= 0 && src < kv.num_blocks() && dst >= 0 && dst < kv.num_blocks());
-    kv.k.copy_block(src, dst);
-    kv.v.copy_block(src, dst);
+    kv_rows::copy_block(kv.k, src, dst);
+    kv_rows::copy_block(kv.v, src, dst);
   }
 }
 
 void ReferenceBackend::moe_route(const Tensor& router_logits, bool normalize, Tensor& ids, Tensor& weights) {
-  op_checks::moe_route(router_logits, ids, weights);
+  op_checks::moe_route(router_logits, ids, weights, act_);
+  AsF32 lf(router_logits);
   const std::int64_t E = router_logits.cols(), k = ids.cols();
   std::vector<float> probs(static_cast<std::size_t>(E));
   std::vector<bool> taken(static_cast<std::size_t>(E));
   for (std::int64_t t = 0; t < router_logits.rows(); ++t) {
-    const float* logits = router_logits.as<const float>() + t * E;
+    const float* logits = lf->as<const float>() + t * E;
     float max_logit = -std::numeric_limits<float>::infinity();
     for (std::int64_t e = 0; e < E; ++e) max_logit = std::max(max_logit, logits[e]);
     float sum = 0.0f;
@@ -293,29 +376,40 @@ void ReferenceBackend::moe_group(const Tensor& ids, Tensor& offsets, Tensor& row
 }
 
 void ReferenceBackend::expert_matmul(const Tensor& w, const Tensor& x, const Tensor& offsets, Tensor& y) {
-  op_checks::expert_matmul(w, x, offsets, y);
+  op_checks::expert_matmul(w, x, offsets, y, act_);
+  AsF32 xf(x), yf(y);
   std::vector<float> scratch;
   for (std::int64_t e = 0; e < w.shape[0]; ++e) {
     const auto [begin, end] = reference::expert_rows(offsets, e, x.rows());
     if (begin == end) continue;
-    Tensor xe = x.rows_view(begin, end - begin), ye = y.rows_view(begin, end - begin);
+    Tensor xe = xf->rows_view(begin, end - begin), ye = yf->rows_view(begin, end - begin);
     const Tensor we = expert_weight(w, e);
     reference::matmul_rows(we, xe, ye, nullptr, 0, we.rows(), scratch);
   }
+  yf.store();
 }
 
 void ReferenceBackend::moe_combine(const Tensor& y, const Tensor& assignment_rows, const Tensor& weights, Tensor& out) {
-  op_checks::moe_combine(y, assignment_rows, weights, out);
-  reference::moe_combine_tokens(y, assignment_rows, weights, out, 0, out.rows());
+  op_checks::moe_combine(y, assignment_rows, weights, out, act_);
+  AsF32 yf(y), of(out);
+  reference::moe_combine_tokens(*yf, assignment_rows, weights, *of, 0, out.rows());
+  of.store();
 }
 
 void ReferenceBackend::add_sigmoid_gated(Tensor& x, const Tensor& y, const Tensor& gate) {
-  op_checks::add_sigmoid_gated(x, y, gate);
+  op_checks::add_sigmoid_gated(x, y, gate, act_);
+  AsF32 xf(x), yf(y), gf(gate);
   const std::int64_t d = x.cols();
   for (std::int64_t t = 0; t < x.rows(); ++t) {
-    const float g = 1.0f / (1.0f + std::exp(-gate.as<const float>()[t]));
-    for (std::int64_t c = 0; c < d; ++c) x.as<float>()[t * d + c] += g * y.as<const float>()[t * d + c];
+    const float g = 1.0f / (1.0f + std::exp(-gf->as<const float>()[t]));
+    for (std::int64_t c = 0; c < d; ++c) xf->as<float>()[t * d + c] += g * yf->as<const float>()[t * d + c];
   }
+  xf.store();
+}
+
+void ReferenceBackend::sample(const Tensor& logits, const SamplingBatch& batch) {
+  op_checks::sample(logits, batch);
+  reference::sample_rows(logits, batch, 0, batch.num_rows, sampler_);
 }
 
 }  // namespace folio

@@ -46,7 +46,7 @@ std::uint64_t sum_plain(const std::byte* p, std::size_t n) {
 BandwidthResult measure_read_bandwidth(std::size_t bytes, int threads, int passes) {
   constexpr std::size_t kChunk = 1 << 20;  // work unit: 1 MiB, 128-byte aligned
   bytes = std::max(kChunk, bytes / kChunk * kChunk);
-  Buffer buffer(bytes);
+  Buffer buffer = host_buffer(bytes);
   std::memset(buffer.data(), 1, bytes);  // fault every page in before timing
   const auto* base = static_cast<const std::byte*>(buffer.data());
   const bool avx2 = __builtin_cpu_supports("avx2");

@@ -131,7 +131,7 @@ std::uint64_t byte_size_option(const std::string& text, const char* flag) {
 
 void run_bandwidth_suite(const BenchOptions& o) {
   if (o.bandwidth_passes < 1) fail("--bandwidth-passes must be at least 1");
-  const int threads = o.model.session.threads > 0 ? o.model.session.threads : hardware_threads();
+  const int threads = o.model.session.backend.num_threads > 0 ? o.model.session.backend.num_threads : hardware_threads();
   const BandwidthResult r =
       measure_read_bandwidth(byte_size_option(o.bandwidth_size, "--bandwidth-size"), threads, o.bandwidth_passes);
   if (o.json) {
@@ -298,7 +298,7 @@ void bench(BenchOptions o) {
   const EngineConfig engine_config = o.engine.resolved();
   const KvCacheDType kv_dtype = engine_config.kv_dtype;
   const ModelSessionOptions session_options = o.model.resolved();
-  const int threads = o.model.session.threads > 0 ? o.model.session.threads : hardware_threads();
+  const int threads = o.model.session.backend.num_threads > 0 ? o.model.session.backend.num_threads : hardware_threads();
   const bool progress = !o.no_progress && BenchProgress::stderr_is_terminal();
 
   // The model: loaded and served here, or only its vocab read to build
@@ -438,7 +438,7 @@ void bench(BenchOptions o) {
              {"max_num_batched_tokens", engine_config.max_num_batched_tokens},
              {"kv_cache_dtype", kv_dtype.name()},
              {"prefix_caching", engine_config.enable_prefix_caching},
-             {"precision", o.model.session.precision},
+             {"precision", o.model.session.backend.precision},
              {"speculative", o.engine.speculative.method.empty() ? Json(nullptr) : Json(o.engine.speculative.method)},
              {"num_speculative_tokens", o.engine.speculative.num_tokens}}},
            {"repetitions", o.repetitions},

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "backend/cpu/cpu_backend.h"
 #include "core/error.h"
 
 namespace folio {
@@ -10,10 +9,6 @@ namespace {
 
 constexpr std::int64_t kDraftBatchTokens = 512;
 constexpr std::uint64_t kDraftKvBytes = 1ull << 30;
-
-TokenId argmax(const float* row, std::int64_t n) {
-  return static_cast<TokenId>(std::max_element(row, row + n) - row);
-}
 
 }  // namespace
 
@@ -44,13 +39,15 @@ DraftModelProposer::DraftModelProposer(const ModelSession& target, std::shared_p
   kc.block_size = static_cast<int>(o.block_size);
   kc.enable_prefix_caching = false;
   kv_ = std::make_unique<KvCacheManager>(kc);
-  runner_ = std::make_unique<ModelRunner>(*draft_->backend, *draft_->loaded.model, *storage_, kDraftBatchTokens,
-                                          max_num_seqs + 128, max_num_seqs + 128);
+  RunnerOptions runner;
+  runner.max_num_batched_tokens = kDraftBatchTokens;
+  runner.max_num_seqs = max_num_seqs + 128;
+  runner.max_logits = max_num_seqs + 128;
+  runner_ = std::make_unique<ModelRunner>(*draft_->backend, *draft_->loaded.model, *storage_, runner);
 }
 
 void DraftModelProposer::propose(std::span<const ProposalRequest> requests, std::vector<std::vector<TokenId>>& out) {
   out.assign(requests.size(), {});
-  const std::int64_t V = draft_->config().vocab_size;
   // Which requests take part: those whose sequence (and proposals) fit.
   std::vector<std::size_t> live;
   for (std::size_t i = 0; i < requests.size(); ++i) {
@@ -79,19 +76,27 @@ void DraftModelProposer::propose(std::span<const ProposalRequest> requests, std:
   // pass that reaches a sequence's end gives its first proposal.
   std::vector<SequenceChunk> chunks;
   std::vector<std::size_t> owners;
+  // Greedy: each logits row's argmax, chosen on the device.
+  SamplingRequest argmax;
   auto run = [&] {
     if (chunks.empty()) return;
-    Tensor logits = runner_->execute(chunks);
-    const float* rows = runner_->host_logits(logits);
-    std::int64_t row = 0;
+    argmax.clear();
+    SamplingRowParams greedy;
+    greedy.temperature = 0.0f;
+    for (const SequenceChunk& c : chunks) {
+      if (c.num_logits == 0) continue;
+      greedy.logits_row = static_cast<std::int32_t>(argmax.rows.size());
+      argmax.add(greedy, {});
+    }
+    const StepSamples samples = runner_->execute(chunks, argmax);
+    std::size_t row = 0;
     for (std::size_t c = 0; c < chunks.size(); ++c) {
       const ProposalRequest& r = requests[owners[c]];
       State& s = states_[r.id];
       s.fed += static_cast<int>(chunks[c].tokens.size());
       if (chunks[c].num_logits == 0) continue;
-      out[owners[c]].push_back(argmax(rows + row * V, V));
+      out[owners[c]].push_back(samples.results[row++].token);
       ++s.proposed;
-      ++row;
     }
     chunks.clear();
     owners.clear();
@@ -113,7 +118,7 @@ void DraftModelProposer::propose(std::span<const ProposalRequest> requests, std:
       SequenceChunk c;
       c.tokens = r.tokens.subspan(static_cast<std::size_t>(s.fed), static_cast<std::size_t>(n));
       c.num_computed_tokens = s.fed;
-      c.block_table = kv_->block_table(r.id).blocks();
+      c.block_table = &kv_->block_table(r.id);
       c.num_logits = n == left ? 1 : 0;
       chunks.push_back(c);
       owners.push_back(i);
@@ -132,7 +137,7 @@ void DraftModelProposer::propose(std::span<const ProposalRequest> requests, std:
       SequenceChunk c;
       c.tokens = staging[i];
       c.num_computed_tokens = s.fed;
-      c.block_table = kv_->block_table(r.id).blocks();
+      c.block_table = &kv_->block_table(r.id);
       c.num_logits = 1;
       chunks.push_back(c);
       owners.push_back(i);
@@ -170,7 +175,8 @@ std::unique_ptr<Proposer> make_draft_model_proposer(const ModelSession& target, 
   if (config.draft_model_path.empty()) fail("speculative decoding with a draft model needs its path (draft:PATH)");
   ModelSessionOptions o;
   o.model_path = config.draft_model_path;
-  if (const auto* cpu = dynamic_cast<const CpuBackend*>(target.backend.get())) o.threads = cpu->num_threads();
+  o.backend = target.backend_options;
+  o.shared_backend = target.backend;  // the target's device, threads and stream
   auto draft = open_model_session(o);
   return std::make_unique<DraftModelProposer>(target, std::move(draft), max_num_seqs, max_model_len, kv_dtype);
 }

@@ -24,21 +24,22 @@ double llama3_frequency(const RopeConfig& rope, double f) {
 
 }  // namespace
 
-RopeTable make_rope_table(const ModelConfig& c, const Tensor* freq_factors) {
-  RopeTable t;
-  t.neox = c.rope.style == RopeStyle::kNeox;
-  t.dim = c.rope.dim;
-  t.inv_freq.resize(static_cast<std::size_t>(t.dim / 2));
-  for (int i = 0; i < t.dim / 2; ++i) {
-    double f = 1.0 / std::pow(static_cast<double>(c.rope.base), 2.0 * i / t.dim);
+std::vector<float> rope_inv_freq(const ModelConfig& c) {
+  const int dim = c.rope.dim;
+  const std::vector<float>& factors = c.rope.freq_factors;
+  if (!factors.empty() && static_cast<int>(factors.size()) != dim / 2)
+    fail("model {}: rope_freqs holds {} factors, the rotary table {} pairs", c.name, factors.size(), dim / 2);
+  std::vector<float> inv_freq(static_cast<std::size_t>(dim / 2));
+  for (int i = 0; i < dim / 2; ++i) {
+    double f = 1.0 / std::pow(static_cast<double>(c.rope.base), 2.0 * i / dim);
     if (c.rope.scaling == RopeScaling::kLinear) f /= c.rope.factor;
-    if (c.rope.scaling == RopeScaling::kLlama3 && freq_factors == nullptr) f = llama3_frequency(c.rope, f);
-    if (freq_factors != nullptr) f /= freq_factors->as<const float>()[i];
-    t.inv_freq[i] = static_cast<float>(f);
+    if (c.rope.scaling == RopeScaling::kLlama3 && factors.empty()) f = llama3_frequency(c.rope, f);
+    if (!factors.empty()) f /= factors[static_cast<std::size_t>(i)];
+    inv_freq[static_cast<std::size_t>(i)] = static_cast<float>(f);
   }
   if (c.rope.scaling == RopeScaling::kYarn)
     fail("model {}: YaRN rope scaling is not supported yet", c.name);
-  return t;
+  return inv_freq;
 }
 
 DecoderModel::DecoderModel(ModelConfig config, DecoderFeatures features, const Weights& w, Backend& backend)
@@ -99,13 +100,28 @@ DecoderModel::DecoderModel(ModelConfig config, DecoderFeatures features, const W
     layer.attention.sliding_window = c.sliding_window.empty() ? 0 : c.sliding_window[l];
     layers_.push_back(layer);
   }
-  const Tensor* freq_factors = w.get_optional("rope_freqs.weight", {c.rope.dim / 2});
-  rope_ = make_rope_table(config_, freq_factors);
+  // The rotary tables on the device: the config's, and the sliding-window
+  // layers' own (unscaled, at their own base) where they have one.
+  const std::vector<float> inv_freq = rope_inv_freq(config_);
+  std::vector<float> local_inv_freq;
   if (features_.sliding_window_rope_base > 0) {
     ModelConfig local = config_;
     local.rope.base = features_.sliding_window_rope_base;
     local.rope.scaling = RopeScaling::kNone;
-    sliding_window_rope_ = make_rope_table(local, nullptr);
+    local.rope.freq_factors.clear();
+    local_inv_freq = rope_inv_freq(local);
+  }
+  const auto half = static_cast<std::int64_t>(inv_freq.size());
+  rope_storage_ = backend.allocate(2 * static_cast<std::size_t>(half) * sizeof(float));
+  for (RopeTable* t : {&rope_, &sliding_window_rope_}) {
+    t->neox = c.rope.style == RopeStyle::kNeox;
+    t->dim = c.rope.dim;
+  }
+  rope_.inv_freq = rope_storage_.view(DType::F32, {half}, 0);
+  backend.copy_to_device(rope_.inv_freq, inv_freq.data(), inv_freq.size() * sizeof(float));
+  if (!local_inv_freq.empty()) {
+    sliding_window_rope_.inv_freq = rope_storage_.view(DType::F32, {half}, static_cast<std::size_t>(half) * sizeof(float));
+    backend.copy_to_device(sliding_window_rope_.inv_freq, local_inv_freq.data(), local_inv_freq.size() * sizeof(float));
   }
   for (Layer& layer : layers_)
     layer.rope = layer.attention.sliding_window > 0 && features_.sliding_window_rope_base > 0 ? &sliding_window_rope_
@@ -123,15 +139,15 @@ void DecoderModel::forward(const ForwardBatch& batch, std::vector<PagedKv>& kv, 
   FOLIO_CHECK(T <= ws.max_tokens() && L <= ws.max_logits());
   FOLIO_CHECK(static_cast<std::int64_t>(kv.size()) == c.num_layers);
 
-  Tensor x = ws.f32(0, T, H);               // [T, hidden] the residual stream
-  Tensor h = ws.f32(1, T, H);               // [T, hidden] normed input of a sublayer
-  Tensor q = ws.f32(2, T, heads * hd);      // [T, heads * head_dim]
-  Tensor k = ws.f32(3, T, kv_heads * hd);   // [T, kv_heads * head_dim]
-  Tensor v = ws.f32(4, T, kv_heads * vd);   // [T, kv_heads * value_head_dim]
-  Tensor attn = ws.f32(5, T, heads * vd);   // [T, heads * value_head_dim]
-  Tensor gate = ws.f32(6, T, F);            // [T, ffn]
-  Tensor up = ws.f32(7, T, F);              // [T, ffn]
-  Tensor out = ws.f32(2, T, H);             // [T, hidden] sublayer output (reuses q's slot)
+  Tensor x = ws.act(0, T, H);               // [T, hidden] the residual stream
+  Tensor h = ws.act(1, T, H);               // [T, hidden] normed input of a sublayer
+  Tensor q = ws.act(2, T, heads * hd);      // [T, heads * head_dim]
+  Tensor k = ws.act(3, T, kv_heads * hd);   // [T, kv_heads * head_dim]
+  Tensor v = ws.act(4, T, kv_heads * vd);   // [T, kv_heads * value_head_dim]
+  Tensor attn = ws.act(5, T, heads * vd);   // [T, heads * value_head_dim]
+  Tensor gate = ws.act(6, T, F);            // [T, ffn]
+  Tensor up = ws.act(7, T, F);              // [T, ffn]
+  Tensor out = ws.act(2, T, H);             // [T, hidden] sublayer output (reuses q's slot)
 
   be.embedding(*token_embd_, batch.token_ids, x);
   if (features_.scale_embeddings) be.scale(x, std::sqrt(static_cast<float>(H)));
@@ -171,7 +187,7 @@ void DecoderModel::forward(const ForwardBatch& batch, std::vector<PagedKv>& kv, 
   }
 
   if (L == 0) return;  // a prefill chunk that does not reach its prompt's end
-  Tensor selected = ws.f32(1, L, H);  // [L, hidden] rows that need logits
+  Tensor selected = ws.act(1, L, H);  // [L, hidden] rows that need logits
   be.gather_rows(x, batch.logits_rows, selected);
   be.rms_norm(selected, *output_norm_, c.rms_norm_eps, selected);
   be.matmul(*output_, selected, logits, nullptr);
@@ -187,16 +203,16 @@ void DecoderModel::moe_ffn(const Layer& layer, const Tensor& h, const Workspace&
   const std::int64_t T = h.rows(), H = c.hidden_size, E = c.num_experts, k = c.num_experts_used;
   const std::int64_t N = T * k, Fe = c.expert_intermediate_size;
 
-  Tensor router_logits = ws.f32(3, T, E);                  // [T, experts]
+  Tensor router_logits = ws.act(3, T, E);                  // [T, experts]
   Tensor ids = ws.i32(4, T, k);                            // [T, k] expert of each assignment, best first
   Tensor weights = ws.f32(5, T, k);                        // [T, k] its routing weight
   Tensor offsets = ws.i32(6, 1, E + 1).reshaped({E + 1});  // [experts + 1] grouped rows of each expert
   Tensor row_tokens = ws.i32(7, N, 1).reshaped({N});       // [T * k] token of each grouped row
   Tensor assignment_rows = ws.i32(8, T, k);                // [T, k] grouped row of each assignment
-  Tensor xs = ws.f32(9, N, H);                             // [T * k, hidden] inputs, grouped by expert
-  Tensor gs = ws.f32(10, N, Fe);                           // [T * k, expert_ffn]
-  Tensor us = ws.f32(11, N, Fe);                           // [T * k, expert_ffn]
-  Tensor ys = ws.f32(9, N, H);                             // [T * k, hidden] outputs (xs's slot, read by then)
+  Tensor xs = ws.act(9, N, H);                             // [T * k, hidden] inputs, grouped by expert
+  Tensor gs = ws.act(10, N, Fe);                           // [T * k, expert_ffn]
+  Tensor us = ws.act(11, N, Fe);                           // [T * k, expert_ffn]
+  Tensor ys = ws.act(9, N, H);                             // [T * k, hidden] outputs (xs's slot, read by then)
 
   be.matmul(*layer.router, h, router_logits, nullptr);
   be.moe_route(router_logits, c.expert_weights_norm, ids, weights);
@@ -210,10 +226,10 @@ void DecoderModel::moe_ffn(const Layer& layer, const Tensor& h, const Workspace&
 
   if (layer.shared_gate == nullptr) return;
   const std::int64_t Fs = c.shared_expert_intermediate_size;
-  Tensor gate = ws.f32(10, T, Fs);      // [T, shared_ffn]
-  Tensor up = ws.f32(11, T, Fs);        // [T, shared_ffn]
-  Tensor shared = ws.f32(9, T, H);      // [T, hidden]
-  Tensor gate_logit = ws.f32(3, T, 1);  // [T, 1]
+  Tensor gate = ws.act(10, T, Fs);      // [T, shared_ffn]
+  Tensor up = ws.act(11, T, Fs);        // [T, shared_ffn]
+  Tensor shared = ws.act(9, T, H);      // [T, hidden]
+  Tensor gate_logit = ws.act(3, T, 1);  // [T, 1]
   const MatmulTarget shared_in[] = {{layer.w_gate, &gate}, {layer.w_up, &up}, {layer.shared_gate, &gate_logit}};
   be.matmuls(h, shared_in);
   be.glu_matmul(*layer.w_down, gate, up, features_.activation, shared);

@@ -68,12 +68,14 @@ class DecoderModel : public Model {
   const Tensor* output_norm_;
   const Tensor* output_;  // token_embd_ when tied
   std::vector<Layer> layers_;
+  Buffer rope_storage_;  // the rotary tables' inverse frequencies, on the device
   RopeTable rope_;
   RopeTable sliding_window_rope_;
 };
 
-// The rotary table of a config, with linear scaling and optional per-pair
-// frequency factors (GGUF's rope_freqs.weight) folded in.
-RopeTable make_rope_table(const ModelConfig& config, const Tensor* freq_factors);
+// The inverse frequencies of a config's rotary table, [rope.dim / 2], with
+// linear scaling, Llama 3's rescaling or the per-pair frequency factors
+// (GGUF's rope_freqs.weight) folded in.
+std::vector<float> rope_inv_freq(const ModelConfig& config);
 
 }  // namespace folio

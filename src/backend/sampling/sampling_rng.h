@@ -36,6 +36,10 @@ class SamplingRng {
   // A uniform double in [0, 1): the top 53 bits over 2^53, exact in binary64.
   double uniform() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }
 
+  // Moves on as `draws` calls of next_u64 (or uniform) would: the stream a
+  // device's row starts from, and where the host resumes after it.
+  void skip(std::uint64_t draws) { state_ += draws * kGamma; }
+
   bool operator==(const SamplingRng&) const = default;
 
  private:

@@ -1,7 +1,9 @@
-// The CPU matmul against plain references, for every weight type, both
-// precisions and every SIMD level this machine has: tolerances that follow
-// from each precision, bit-exact SIMD quantizers and dequantizers, and the
-// rule-5 guarantee that batch, position and thread count never change a bit.
+// The CPU backend's own kernels, beyond the op suite (tests/backend/ops): the
+// SIMD activation quantizer and dequantizers bit-exact with their scalar
+// references, the q8 kernels against the exact dot of the same quantized
+// activations (float rounding only), packed weights (the same bits as the
+// file's layout), every SIMD level giving the same bits, and thread counts
+// changing none (rule 5).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,18 +21,19 @@
 #include "backend/cpu/matmul_kernels.h"
 #include "backend/cpu/packed_weights.h"
 #include "backend/reference/reference_backend.h"
+#include "support/op_suite.h"
 #include "tensor/half.h"
 #include "tensor/quantize.h"
 
 namespace folio {
 namespace {
 
+using testing::fill_weights;
+using testing::is_kquant;
+
 constexpr double kU = 0x1p-24;  // unit roundoff of float
 
-const DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0,
-                        DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
-
-bool is_kquant(DType t) { return info(t).block_elems == 256; }
+const std::vector<DType>& kTypes = testing::weight_types();
 
 // The caps (CpuFeatures::detect) of each distinct SIMD level this machine has.
 std::vector<std::string> level_caps() {
@@ -53,46 +56,7 @@ const MatmulKernels& kernels_for(const std::string& cap) {
 std::string level_name(const std::string& cap) { return CpuFeatures::detect(cap).level(); }
 
 // Bytes at an odd address, so that no kernel may rely on alignment.
-struct Misaligned {
-  std::vector<std::uint8_t> storage;
-  std::size_t offset;
-  Misaligned(std::size_t bytes, std::size_t off) : storage(bytes + 64), offset(off) {}
-  std::uint8_t* data() { return storage.data() + offset; }
-};
-
-void put_f16(std::uint8_t* p, float v) {
-  const std::uint16_t h = f32_to_f16(v);
-  std::memcpy(p, &h, sizeof(h));
-}
-
-// Random weights [rows, k]. Float types: quantized uniform floats. Block
-// types: random bytes (every code and scale, -128 in Q8_0 included), with the
-// binary16 scales set to sane values.
-void fill_weights(DType type, std::int64_t rows, std::int64_t k, std::uint8_t* dst, std::mt19937& rng) {
-  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
-  if (is_float(type)) {
-    std::vector<float> x(static_cast<std::size_t>(rows * k));
-    for (auto& v : x) v = unit(rng);
-    quantize_row(type, x.data(), dst, rows * k);
-    return;
-  }
-  const std::int64_t bytes = row_bytes(type, k) * rows;
-  for (std::int64_t i = 0; i < bytes; ++i) dst[i] = static_cast<std::uint8_t>(rng());
-  std::uniform_real_distribution<float> scale(0.002f, 0.02f);
-  auto signed_scale = [&] { return (rng() & 1) ? scale(rng) : -scale(rng); };
-  const std::int64_t bb = info(type).block_bytes;
-  for (std::uint8_t* b = dst; b < dst + bytes; b += bb) {
-    switch (type) {
-      case DType::Q4_0: case DType::Q5_0: case DType::Q8_0: put_f16(b, signed_scale()); break;
-      case DType::Q4_1: case DType::Q5_1: put_f16(b, signed_scale()); put_f16(b + 2, 0.1f * unit(rng)); break;
-      case DType::Q2_K: put_f16(b + 80, 0.5f * scale(rng)); put_f16(b + 82, 0.5f * scale(rng)); break;
-      case DType::Q3_K: put_f16(b + 108, 0.5f * scale(rng)); break;
-      case DType::Q4_K: case DType::Q5_K: put_f16(b, 0.5f * scale(rng)); put_f16(b + 2, 0.5f * scale(rng)); break;
-      case DType::Q6_K: put_f16(b + 208, 0.1f * scale(rng)); break;
-      default: FAIL() << "no generator for " << name(type);
-    }
-  }
-}
+using Misaligned = testing::HostBytes;
 
 // Random activations [n, k] with a zero block (token 3) and a few outliers.
 void fill_activations(std::int64_t n, std::int64_t k, float* x, std::mt19937& rng) {
@@ -156,24 +120,6 @@ TEST(CpuMatmul, SimdDequantizersMatchReference) {
       EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0)
           << name(type) << " at " << level_name(cap);
     }
-}
-
-TEST(CpuMatmul, EmbeddingMatchesReference) {
-  std::mt19937 rng(3);
-  for (DType type : kTypes) {
-    const std::int64_t vocab = 11, dim = is_float(type) ? 40 : 512;
-    Misaligned table(static_cast<std::size_t>(row_bytes(type, dim) * vocab), 1);
-    fill_weights(type, vocab, dim, table.data(), rng);
-    std::vector<std::int32_t> ids = {3, 0, 10, 3, 7};
-    std::vector<float> want(ids.size() * dim), got(ids.size() * dim);
-    Tensor t(table.data(), type, {vocab, dim});
-    Tensor id(ids.data(), DType::I32, {static_cast<std::int64_t>(ids.size())});
-    Tensor o1(want.data(), DType::F32, {static_cast<std::int64_t>(ids.size()), dim});
-    Tensor o2(got.data(), DType::F32, {static_cast<std::int64_t>(ids.size()), dim});
-    ReferenceBackend().embedding(t, id, o1);
-    CpuBackend(2).embedding(t, id, o2);
-    EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0) << name(type);
-  }
 }
 
 // ---- every type x precision x level x shape against the reference ----
@@ -267,21 +213,23 @@ void check(Problem& p, std::int64_t m, std::int64_t n, const std::vector<float>&
     }
 }
 
-TEST(CpuMatmul, EveryTypePrecisionLevelAndShapeAgainstReference) {
+// The q8 kernels of every level against the exact dot of the same quantized
+// activations, and against the f32 reference (the op suite checks that bound
+// and the f32 kernels for every backend).
+TEST(CpuMatmul, Q8KernelsAgainstTheExactDotOfTheirActivations) {
   std::mt19937 rng(4);
   const std::int64_t row_counts[] = {1, 7, 8, 9, 33};
   const std::int64_t token_counts[] = {0, 1, 3, 4, 5, 17, 64};
   int checked = 0;
   for (DType type : kTypes) {
-    std::vector<std::int64_t> widths;
-    if (is_float(type)) widths = {1, 7, 37, 300, 896};
-    else if (is_kquant(type)) widths = {256, 768};
-    else widths = {32, 96, 896};
+    if (is_float(type)) continue;  // float weights run f32 kernels at either precision
+    const std::vector<std::int64_t> widths = is_kquant(type) ? std::vector<std::int64_t>{256, 768}
+                                                              : std::vector<std::int64_t>{32, 96, 896};
     for (std::int64_t k : widths) {
       Problem p(type, 33, k, 64, rng);
       // One thread: BatchPositionAndThreadsNeverChangeABit shows that two give the same bits.
       for (const std::string& cap : level_caps())
-        for (MatmulPrecision precision : {MatmulPrecision::kQ8, MatmulPrecision::kF32}) {
+        for (MatmulPrecision precision : {MatmulPrecision::kQ8}) {
           CpuBackend cpu(1, cap, precision);
           for (std::int64_t m : row_counts)
             for (std::int64_t n : token_counts) {
@@ -346,75 +294,6 @@ TEST(CpuMatmul, BatchPositionAndThreadsNeverChangeABit) {
   }
 }
 
-// matmuls (one input, several weights in one pass) and glu_matmul (the
-// SwiGLU formed while the input is prepared) against one matmul per weight
-// and glu then matmul: ==, for every type, precision and level, packed
-// weights too, targets with fewer rows than a panel, one and two threads.
-TEST(CpuMatmul, GroupedAndGluMatmulsGiveTheSameBits) {
-  std::mt19937 rng(7);
-  const std::int64_t max_n = 17;
-  int checked = 0;
-  for (DType type : kTypes) {
-    const std::int64_t k = is_float(type) ? 517 : 512;
-    Problem p(type, 40, k, max_n, rng), up(type, 1, k, max_n, rng);
-    for (const std::string& cap : level_caps())
-      for (MatmulPrecision precision : {MatmulPrecision::kQ8, MatmulPrecision::kF32}) {
-        CpuBackend one(1, cap, precision), two(2, cap, precision);
-        Tensor packed = p.weights(p.m);
-        const Buffer storage = one.prepare_weight(packed);
-        for (CpuBackend* cpu : {&one, &two})
-          for (const Tensor& w : {p.weights(p.m), packed})
-            for (std::int64_t n : {1, 2, 5, 17}) {
-              // Three targets of 40, 3 and 13 rows over the same rows of w.
-              const std::int64_t ms[] = {40, 3, 13};
-              std::vector<std::vector<float>> want, got;
-              std::vector<Tensor> wv, yw, yg, bv;
-              for (std::int64_t m : ms) {
-                want.emplace_back(static_cast<std::size_t>(n * m));
-                got.emplace_back(static_cast<std::size_t>(n * m), -7.0f);
-              }
-              for (std::size_t i = 0; i < 3; ++i) {
-                wv.push_back(w.rows_view(0, ms[i]));
-                yw.push_back(Tensor(want[i].data(), DType::F32, {n, ms[i]}));
-                yg.push_back(Tensor(got[i].data(), DType::F32, {n, ms[i]}));
-                bv.push_back(Tensor(p.bias.data(), DType::F32, {ms[i]}));
-              }
-              std::vector<MatmulTarget> targets;
-              for (std::size_t i = 0; i < 3; ++i) {
-                const Tensor* b = i == 1 ? nullptr : &bv[i];
-                cpu->matmul(wv[i], p.activations(0, n), yw[i], b);
-                targets.push_back({&wv[i], &yg[i], b});
-              }
-              cpu->matmuls(p.activations(0, n), targets);
-              for (std::size_t i = 0; i < 3; ++i)
-                for (std::size_t e = 0; e < want[i].size(); ++e)
-                  ASSERT_EQ(bits(got[i][e]), bits(want[i][e]))
-                      << name(type) << " " << level_name(cap) << " threads=" << cpu->num_threads() << " n=" << n
-                      << " target " << i << " element " << e;
-
-              // glu_matmul: x as the gate, up's activations as up.
-              const std::size_t gate_elems = static_cast<std::size_t>(n * k);
-              std::vector<float> gate1(p.xf(), p.xf() + gate_elems), gate2 = gate1;
-              Tensor g1(gate1.data(), DType::F32, {n, k}), g2(gate2.data(), DType::F32, {n, k});
-              const Tensor u = up.activations(0, n);
-              for (GluActivation act : {GluActivation::kSilu, GluActivation::kGeluTanh}) {
-                std::copy(p.xf(), p.xf() + gate_elems, gate1.begin());
-                std::copy(p.xf(), p.xf() + gate_elems, gate2.begin());
-                cpu->glu(g1, u, act, g1);
-                cpu->matmul(wv[2], g1, yw[2], nullptr);
-                cpu->glu_matmul(wv[2], g2, u, act, yg[2]);
-                for (std::size_t e = 0; e < want[2].size(); ++e)
-                  ASSERT_EQ(bits(got[2][e]), bits(want[2][e]))
-                      << "glu_matmul " << name(type) << " " << level_name(cap) << " threads=" << cpu->num_threads()
-                      << " n=" << n << " element " << e;
-              }
-              ++checked;
-            }
-      }
-  }
-  RecordProperty("shapes_checked", checked);
-}
-
 // The kernels use one 256-bit layout at every level, so the levels agree to the bit.
 TEST(CpuMatmul, EveryLevelGivesTheSameBits) {
   const std::vector<std::string> caps = level_caps();
@@ -476,7 +355,7 @@ TEST(CpuMatmul, PackedWeightsGiveTheSameBits) {
       for (const std::string& cap : level_caps()) {
         CpuBackend cpu(1, cap, MatmulPrecision::kQ8);
         Tensor packed = p.weights(p.m);
-        const Buffer storage = cpu.prepare_weight(packed);
+        const Buffer storage = cpu.load_weight(packed);
         ASSERT_EQ(packed.layout, Layout::kCpuPacked) << name(type);
         ASSERT_EQ(packed.data, storage.data());
         for (std::int64_t m : row_counts)
@@ -505,39 +384,37 @@ TEST(CpuMatmul, PackedWeightsGiveTheSameBits) {
   RecordProperty("shapes_checked", checked);
 }
 
-// A tied embedding reads the packed table as the file's.
-TEST(CpuMatmul, EmbeddingOfPackedTableMatchesReference) {
-  std::mt19937 rng(11);
-  for (DType type : kBlock32Types) {
-    const std::int64_t vocab = 11, dim = 800;
-    Misaligned table(static_cast<std::size_t>(row_bytes(type, dim) * vocab), 1);
-    fill_weights(type, vocab, dim, table.data(), rng);
-    std::vector<std::int32_t> ids = {3, 0, 10, 3, 7};
-    std::vector<float> want(ids.size() * dim), got(ids.size() * dim);
-    Tensor t(table.data(), type, {vocab, dim});
-    Tensor id(ids.data(), DType::I32, {static_cast<std::int64_t>(ids.size())});
-    Tensor o1(want.data(), DType::F32, {static_cast<std::int64_t>(ids.size()), dim});
-    Tensor o2(got.data(), DType::F32, {static_cast<std::int64_t>(ids.size()), dim});
-    ReferenceBackend().embedding(t, id, o1);
-    CpuBackend cpu(2);
-    Tensor packed = t;
-    const Buffer storage = cpu.prepare_weight(packed);
-    ASSERT_EQ(packed.layout, Layout::kCpuPacked);
-    cpu.embedding(packed, id, o2);
-    EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0) << name(type);
-  }
-}
-
 // Only the kQ8 kernels read packed weights; other types and precisions stay as they are.
 TEST(CpuMatmul, OnlyBlock32WeightsOfTheQ8KernelsArePacked) {
   std::vector<std::uint8_t> bytes(static_cast<std::size_t>(row_bytes(DType::Q4_K, 256) * 2));
   Tensor kquant(bytes.data(), DType::Q4_K, {2, 256});
-  EXPECT_EQ(CpuBackend(1).prepare_weight(kquant).data(), nullptr);
+  EXPECT_EQ(CpuBackend(1).load_weight(kquant).data(), nullptr);
   EXPECT_EQ(kquant.layout, Layout::kGguf);
   Tensor q8(bytes.data(), DType::Q8_0, {2, 64});
-  EXPECT_EQ(CpuBackend(1, {}, MatmulPrecision::kF32).prepare_weight(q8).data(), nullptr);
+  EXPECT_EQ(CpuBackend(1, {}, MatmulPrecision::kF32).load_weight(q8).data(), nullptr);
   EXPECT_EQ(q8.layout, Layout::kGguf);
-  EXPECT_EQ(ReferenceBackend().prepare_weight(q8).data(), nullptr);
+  EXPECT_EQ(ReferenceBackend().load_weight(q8).data(), nullptr);
+  EXPECT_EQ(q8.data, bytes.data());
+}
+
+// Attention splits (token, head) items over threads: one thread or three
+// give the same bits, for a prefill, a decode and a chunk together.
+TEST(CpuAttention, ThreadsNeverChangeABit) {
+  std::mt19937 rng(8);
+  for (KvCacheDType type : {KvCacheDType(DType::F16), KvCacheDType(KvDType::kQ8_0)}) {
+    CpuBackend one(1), three(3);
+    const int heads = 14, kv_heads = 2, hd = 64, bs = 16;
+    testing::DeviceKv cache(one, type, 3 * 34, kv_heads, bs, hd, hd, rng);
+    testing::DeviceBatch batch(one, {{300, 300}, {530, 1}, {270, 20}}, testing::shuffled_blocks(3, 34, rng), bs);
+    const std::int64_t T = batch.meta.num_tokens;
+    auto q = testing::random_floats(static_cast<std::size_t>(T * heads * hd), rng);
+    std::vector<float> a(q.size()), b(q.size());
+    Tensor qt(q.data(), DType::F32, {T, heads, hd}), at(a.data(), DType::F32, {T, heads, hd}),
+        bt(b.data(), DType::F32, {T, heads, hd});
+    one.attention(qt, cache.device, batch.meta, {0.125f, 0, 0}, at);
+    three.attention(qt, cache.device, batch.meta, {0.125f, 0, 0}, bt);
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << type.name();
+  }
 }
 
 }  // namespace

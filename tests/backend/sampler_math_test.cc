@@ -1,7 +1,7 @@
 // sampler_math against plain scalar references: softmax_exp against double
 // std::exp, and the vectorised row loops against one-element-at-a-time loops
 // over every length 0..40 (all tail sizes) and odd values (NaN, +-inf, -0).
-#include "engine/sampler_math.h"
+#include "backend/sampling/sampler_math.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <limits>
 #include <vector>
 
-#include "engine/sampling_rng.h"
+#include "backend/sampling/sampling_rng.h"
 
 namespace folio::sampler_math {
 namespace {

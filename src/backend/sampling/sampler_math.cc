@@ -1,4 +1,4 @@
-#include "engine/sampler_math.h"
+#include "backend/sampling/sampler_math.h"
 
 #include <algorithm>
 #include <limits>

@@ -1,0 +1,177 @@
+// The mixture-of-experts ops of every backend against the f32 reference:
+// routing (top-k of the softmax, normalised or not), grouping by expert,
+// expert_matmul for several weight types (and, row by row, the bits of the
+// backend's own matmul of that expert), combining in rank order, the shared
+// expert's sigmoid gate; and bad input refused.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "backend/reference/reference_backend.h"
+#include "core/error.h"
+#include "support/op_suite.h"
+#include "tensor/quantize.h"
+
+namespace folio::testing {
+namespace {
+
+class MoeOps : public ::testing::TestWithParam<BackendUnderTest> {
+ protected:
+  void SetUp() override {
+    backend_ = GetParam().make();
+  }
+  Backend& be() { return *backend_; }
+  DType act() { return backend_->activation_dtype(); }
+  std::unique_ptr<Backend> backend_;
+};
+
+struct MoeCase {
+  std::int64_t tokens, experts, k;
+  DType type;
+  std::int64_t out, in;
+};
+
+TEST_P(MoeOps, RouteGroupMatmulCombineAgainstReference) {
+  const MoeCase cases[] = {
+      {1, 4, 2, DType::F32, 16, 32},   {5, 8, 2, DType::F16, 24, 64},  {13, 8, 3, DType::Q8_0, 40, 96},
+      {9, 16, 4, DType::Q4_0, 33, 64}, {7, 4, 4, DType::Q4_K, 8, 256}, {3, 64, 8, DType::BF16, 17, 32},
+  };
+  const BackendUnderTest& u = GetParam();
+  std::mt19937 rng(11);
+  ReferenceBackend ref;
+  for (const MoeCase& c : cases) {
+    SCOPED_TRACE(fmt::format("{} tokens, {} experts, top {}, {} [{}, {}]", c.tokens, c.experts, c.k, name(c.type),
+                             c.out, c.in));
+    const std::int64_t T = c.tokens, E = c.experts, k = c.k, N = T * k;
+
+    // Routing: the same ids and weights, normalised or not.
+    auto logits = rounded_to(act(), random_floats(static_cast<std::size_t>(T * E), rng, 2.0f));
+    DeviceTensor logits_d(be(), act(), {T, E});
+    logits_d.upload_floats(logits);
+    Tensor logits_h(logits.data(), DType::F32, {T, E});
+    std::vector<std::int32_t> ids(N);
+    std::vector<float> weights(N);
+    Tensor ids_h(ids.data(), DType::I32, {T, k}), weights_h(weights.data(), DType::F32, {T, k});
+    DeviceTensor ids_d(be(), DType::I32, {T, k}), weights_d(be(), DType::F32, {T, k});
+    for (bool normalize : {false, true}) {
+      ref.moe_route(logits_h, normalize, ids_h, weights_h);
+      be().moe_route(*logits_d, normalize, *ids_d, *weights_d);
+      ASSERT_EQ(ids_d.download_values<std::int32_t>(), ids) << "normalize " << normalize;
+      ASSERT_EQ(compare(weights_d.download_floats(), weights, {}, 0, 0, "routing weights"), "");
+    }
+    for (std::int64_t t = 0; t < T; ++t) {
+      std::vector<float> sorted(logits.begin() + t * E, logits.begin() + (t + 1) * E);
+      std::sort(sorted.rbegin(), sorted.rend());
+      for (std::int64_t r = 0; r < k; ++r) EXPECT_EQ(logits[t * E + ids[t * k + r]], sorted[r]) << "the k largest";
+    }
+
+    // Grouping: the same, and a permutation consistent with ids.
+    std::vector<std::int32_t> offsets(E + 1), tokens(N), rows(N);
+    Tensor off_h(offsets.data(), DType::I32, {E + 1}), tok_h(tokens.data(), DType::I32, {N}),
+        rows_h(rows.data(), DType::I32, {T, k});
+    ref.moe_group(ids_h, off_h, tok_h, rows_h);
+    DeviceTensor off_d(be(), DType::I32, {E + 1}), tok_d(be(), DType::I32, {N}), rows_d(be(), DType::I32, {T, k});
+    be().moe_group(*ids_d, *off_d, *tok_d, *rows_d);
+    ASSERT_EQ(off_d.download_values<std::int32_t>(), offsets);
+    ASSERT_EQ(tok_d.download_values<std::int32_t>(), tokens);
+    ASSERT_EQ(rows_d.download_values<std::int32_t>(), rows);
+    ASSERT_EQ(offsets[E], N);
+    for (std::int64_t a = 0; a < N; ++a) {
+      const std::int32_t row = rows[a], e = ids[a];
+      EXPECT_TRUE(row >= offsets[e] && row < offsets[e + 1]) << "assignment " << a << " outside its expert's rows";
+      EXPECT_EQ(tokens[row], a / k);
+    }
+
+    // expert_matmul over a stacked [E, out, in] weight.
+    const std::int64_t per_expert = row_bytes(c.type, c.in) * c.out;
+    HostBytes w_bytes(static_cast<std::size_t>(E * per_expert), 1);
+    for (std::int64_t r = 0; r < E * c.out; ++r) {
+      auto vals = random_floats(static_cast<std::size_t>(c.in), rng, 0.5f);
+      quantize_row(c.type, vals.data(), w_bytes.data() + r * row_bytes(c.type, c.in), c.in);
+    }
+    const Tensor w_h(w_bytes.data(), c.type, {E, c.out, c.in});
+    DeviceWeight w(be(), w_h);
+    auto x = rounded_to(act(), random_floats(static_cast<std::size_t>(N * c.in), rng));
+    DeviceTensor x_d(be(), act(), {N, c.in}), y_d(be(), act(), {N, c.out}, 4);
+    x_d.upload_floats(x);
+    std::vector<float> y(static_cast<std::size_t>(N * c.out));
+    Tensor x_h(x.data(), DType::F32, {N, c.in}), y_h(y.data(), DType::F32, {N, c.out});
+    ref.expert_matmul(w_h, x_h, off_h, y_h);
+    be().expert_matmul(w.tensor, *x_d, *off_d, *y_d);
+    // The bound of each output: float reassociation over sum |w x|, and for
+    // 8-bit activations what their rounding explains (as in matmul_ops_test).
+    std::vector<double> scale(y.size(), 0.0);
+    std::vector<float> wrow(static_cast<std::size_t>(c.in));
+    const std::int64_t block = is_kquant(c.type) ? 256 : 32;
+    const bool q8 = u.q8_activations && !is_float(c.type);
+    for (std::int64_t e = 0; e < E; ++e)
+      for (std::int64_t j = offsets[e]; j < offsets[e + 1]; ++j)
+        for (std::int64_t o = 0; o < c.out; ++o) {
+          dequantize_row(c.type, expert_weight(w_h, e).row(o), wrow.data(), c.in);
+          double abs_sum = 1e-3, act_err = 0;
+          for (std::int64_t b0 = 0; b0 < c.in; b0 += block) {
+            float amax = 0.0f;
+            for (std::int64_t i = b0; i < std::min(c.in, b0 + block); ++i) amax = std::max(amax, std::fabs(x[j * c.in + i]));
+            for (std::int64_t i = b0; i < std::min(c.in, b0 + block); ++i) {
+              abs_sum += std::fabs(wrow[i] * x[j * c.in + i]);
+              act_err += std::fabs(wrow[i]) * (amax / 127.0 * 0.5001);
+            }
+          }
+          scale[j * c.out + o] = u.float_ops * abs_sum +
+                                 (q8 ? act_err + 4.0 * (double(c.in) / 32 + 16) * 0x1p-24 * abs_sum : 0.0);
+        }
+    const std::vector<float> y_got = y_d.download_floats();
+    ASSERT_EQ(compare(y_got, y, scale, 1.0, u.rounding, "expert_matmul"), "");
+    y_d.expect_guards_intact("expert_matmul");
+    // A row alone through the backend's matmul of its expert: the same bits.
+    for (std::int64_t e = 0; e < E; ++e)
+      for (std::int64_t j = offsets[e]; j < offsets[e + 1]; ++j) {
+        DeviceTensor one(be(), act(), {1, c.in}), alone(be(), act(), {1, c.out});
+        one.upload_floats(std::vector<float>(x.begin() + j * c.in, x.begin() + (j + 1) * c.in));
+        be().matmul(expert_weight(w.tensor, e), *one, *alone, nullptr);
+        const std::vector<float> a = alone.download_floats();
+        ASSERT_TRUE(std::equal(a.begin(), a.end(), y_got.begin() + j * c.out)) << "expert " << e << " row " << j;
+      }
+
+    // Combining in rank order, and the shared expert's gate.
+    const std::vector<float> ys = y_got;
+    DeviceTensor out_d(be(), act(), {T, c.out});
+    std::vector<float> out(static_cast<std::size_t>(T * c.out));
+    Tensor ys_h(const_cast<float*>(ys.data()), DType::F32, {N, c.out}), out_h(out.data(), DType::F32, {T, c.out});
+    ref.moe_combine(ys_h, rows_h, weights_h, out_h);
+    be().moe_combine(*y_d, *rows_d, *weights_d, *out_d);
+    const std::vector<float> combined = out_d.download_floats();
+    ASSERT_EQ(compare(combined, out, {}, 0, u.rounding, "moe_combine"), "");
+    auto gate = rounded_to(act(), random_floats(static_cast<std::size_t>(T), rng, 2.0f));
+    DeviceTensor gate_d(be(), act(), {T, 1});
+    gate_d.upload_floats(gate);
+    std::vector<float> gated = rounded_to(act(), combined);
+    Tensor gated_h(gated.data(), DType::F32, {T, c.out}), comb_h(const_cast<float*>(combined.data()), DType::F32, {T, c.out}),
+        gate_h(gate.data(), DType::F32, {T, 1});
+    ref.add_sigmoid_gated(gated_h, comb_h, gate_h);
+    be().add_sigmoid_gated(*out_d, *out_d, *gate_d);
+    ASSERT_EQ(compare(out_d.download_floats(), gated, {}, 0, u.rounding, "add_sigmoid_gated"), "");
+  }
+}
+
+TEST_P(MoeOps, BadInputIsRefused) {
+  DeviceTensor ids(be(), DType::I32, {1, 2}), off(be(), DType::I32, {5}), tok(be(), DType::I32, {2}),
+      rows(be(), DType::I32, {1, 2});
+  ids.upload_values(std::vector<std::int32_t>{0, 5});  // expert 5 of 4
+  EXPECT_THROW(be().moe_group(*ids, *off, *tok, *rows), Error);
+  DeviceTensor logits(be(), act(), {1, 3}), four(be(), DType::I32, {1, 4}), w(be(), DType::F32, {1, 4});
+  EXPECT_THROW(be().moe_route(*logits, true, *four, *w), Error);  // top-4 of 3 experts
+  std::vector<std::uint8_t> wm(static_cast<std::size_t>(2 * 4 * 4 * 4));
+  DeviceWeight weight(be(), Tensor(wm.data(), DType::F32, {2, 4, 4}));
+  DeviceTensor x(be(), act(), {2, 4}), y(be(), act(), {2, 4}), bad(be(), DType::I32, {3});
+  bad.upload_values(std::vector<std::int32_t>{0, 2, 1});  // decreasing offsets
+  EXPECT_THROW(be().expert_matmul(weight.tensor, *x, *bad, *y), Error);
+}
+
+FOLIO_OP_SUITE(MoeOps);
+
+}  // namespace
+}  // namespace folio::testing

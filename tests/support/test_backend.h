@@ -1,0 +1,17 @@
+// The backend the model-level tests (tests/engine) run on: FOLIO_TEST_BACKEND
+// names it (cpu by default; CTest runs the engine tests a second time on
+// "sealed", whose memory the host cannot read, which proves that nothing
+// outside the backend reads device memory).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "backend/backend_factory.h"
+
+namespace folio::testing {
+
+BackendOptions test_backend_options(int threads = 2, const std::string& precision = "q8");
+std::unique_ptr<Backend> make_test_backend(int threads = 2, const std::string& precision = "q8");
+
+}  // namespace folio::testing
