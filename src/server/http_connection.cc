@@ -1,0 +1,660 @@
+#include "server/http_connection.h"
+
+#include <fmt/format.h>
+#include <poll.h>
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
+#include <condition_variable>
+#include <ctime>
+#include <mutex>
+
+namespace folio::server {
+namespace asio = boost::asio;
+using boost::system::error_code;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr std::size_t kReadChunkBytes = 16 << 10;
+constexpr std::size_t kLingerBytes = 1 << 20;  // a refused body read and dropped, at most
+constexpr auto kLingerTime = std::chrono::seconds(2);
+constexpr auto kProbeInterval = std::chrono::milliseconds(100);
+constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+
+std::string http_date() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char text[64];
+  const std::size_t n = std::strftime(text, sizeof(text), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+  return std::string(text, n);
+}
+
+// The status line and header fields, up to and including the blank line.
+std::string head(int status, const std::string& content_type, const HttpFields& fields, const std::string& framing,
+                 bool keep_alive, int version) {
+  std::string out = fmt::format("HTTP/1.1 {} {}\r\nDate: {}\r\n", status, reason_phrase(status), http_date());
+  if (!content_type.empty()) out += fmt::format("Content-Type: {}\r\n", content_type);
+  for (const auto& [name, value] : fields) out += fmt::format("{}: {}\r\n", name, value);
+  out += framing;
+  if (!keep_alive) {
+    out += "Connection: close\r\n";
+  } else if (version == 10) {
+    out += "Connection: keep-alive\r\n";
+  }
+  out += "\r\n";
+  return out;
+}
+
+std::string chunk(std::string_view bytes) { return fmt::format("{:x}\r\n{}\r\n", bytes.size(), bytes); }
+
+}  // namespace
+
+// What the connection (I/O thread) and its exchange (worker) share.
+struct ExchangeState {
+  std::mutex mutex;
+  std::condition_variable drained;
+  std::size_t unsent = 0;  // bytes the exchange queued that are not yet written
+  bool gone = false;
+  std::function<void()> on_gone;
+  std::string heartbeat;  // framed; empty until a stream that has one begins
+  int status = 0;
+  std::string note;
+  bool body_released = false;
+};
+
+namespace {
+
+class Exchange final : public HttpExchange {
+ public:
+  Exchange(std::shared_ptr<HttpConnection> connection, std::shared_ptr<ExchangeState> state, ConnectionHost& host,
+           std::uint64_t body_bytes, int version, bool keep_alive, bool head_only)
+      : connection_(std::move(connection)),
+        state_(std::move(state)),
+        host_(host),
+        body_bytes_(body_bytes),
+        version_(version),
+        keep_alive_(keep_alive),
+        head_only_(head_only) {}
+
+  void respond(HttpResponse r) override {
+    if (answered_) return;
+    answered_ = true;
+    std::string bytes = head(r.status, r.content_type, r.fields, fmt::format("Content-Length: {}\r\n", r.body.size()),
+                             keep_alive_, version_);
+    if (!head_only_) bytes += r.body;
+    set_status(r.status);
+    post(std::move(bytes));
+  }
+
+  void begin_stream(int status, const std::string& content_type, const HttpFields& fields,
+                    std::string heartbeat) override {
+    if (answered_) return;
+    answered_ = streaming_ = true;
+    // HTTP/1.0 has no chunked framing: the stream ends when the connection does.
+    chunked_ = version_ == 11;
+    if (!chunked_) keep_alive_ = false;
+    std::string bytes =
+        head(status, content_type, fields, chunked_ ? "Transfer-Encoding: chunked\r\n" : "", keep_alive_, version_);
+    {
+      std::lock_guard lock(state_->mutex);
+      state_->status = status;
+      if (!heartbeat.empty()) state_->heartbeat = chunked_ ? chunk(heartbeat) : heartbeat;
+    }
+    post(std::move(bytes));
+  }
+
+  bool write(std::string bytes) override {
+    if (!streaming_ || ended_) return false;
+    if (bytes.empty()) return !client_gone();  // an empty chunk would end the stream
+    const auto limit = host_.options().max_unsent_bytes;
+    {
+      std::unique_lock lock(state_->mutex);
+      const bool room = state_->drained.wait_for(lock, host_.options().write_timeout,
+                                                 [&] { return state_->gone || state_->unsent <= limit; });
+      if (state_->gone) return false;
+      if (!room) {
+        // A client that reads nothing for the whole write timeout is gone too.
+        lock.unlock();
+        asio::post(connection_->executor(), [c = connection_] { c->write_timed_out(); });
+        return false;
+      }
+    }
+    post(chunked_ ? chunk(bytes) : std::move(bytes));
+    return true;
+  }
+
+  void end_stream() override {
+    if (!streaming_ || ended_) return;
+    ended_ = true;
+    if (chunked_) post("0\r\n\r\n");
+  }
+
+  bool client_gone() const override {
+    std::lock_guard lock(state_->mutex);
+    return state_->gone;
+  }
+
+  void on_gone(std::function<void()> callback) override {
+    std::unique_lock lock(state_->mutex);
+    if (state_->gone) {
+      lock.unlock();
+      if (callback) callback();
+      return;
+    }
+    state_->on_gone = std::move(callback);
+  }
+
+  void release_body() override {
+    {
+      std::lock_guard lock(state_->mutex);
+      if (state_->body_released) return;
+      state_->body_released = true;
+    }
+    host_.release_body(body_bytes_);
+  }
+
+  void note(std::string text) override {
+    std::lock_guard lock(state_->mutex);
+    state_->note = std::move(text);
+  }
+
+  // After the handler returns: what it left unsaid, then the connection goes on.
+  void finish(const std::string& error_body) {
+    if (!answered_) {
+      HttpResponse r;
+      r.status = 500;
+      r.body = error_body;
+      respond(std::move(r));
+    }
+    end_stream();
+    release_body();
+    {
+      std::lock_guard lock(state_->mutex);
+      state_->on_gone = nullptr;  // whatever it captured goes now, not with the connection
+    }
+    asio::post(connection_->executor(), [c = connection_, keep = keep_alive_] { c->exchange_done(keep); });
+  }
+
+  bool answered() const { return answered_; }
+
+ private:
+  void set_status(int status) {
+    std::lock_guard lock(state_->mutex);
+    state_->status = status;
+  }
+
+  void post(std::string bytes) {
+    {
+      std::lock_guard lock(state_->mutex);
+      state_->unsent += bytes.size();
+    }
+    asio::post(connection_->executor(),
+               [c = connection_, b = std::move(bytes)]() mutable { c->send(std::move(b), true); });
+  }
+
+  std::shared_ptr<HttpConnection> connection_;
+  std::shared_ptr<ExchangeState> state_;
+  ConnectionHost& host_;
+  std::uint64_t body_bytes_;
+  int version_;
+  bool keep_alive_;
+  bool head_only_;
+  bool answered_ = false;
+  bool streaming_ = false;
+  bool chunked_ = false;
+  bool ended_ = false;
+};
+
+}  // namespace
+
+HttpConnection::HttpConnection(asio::ip::tcp::socket socket, std::string client, ConnectionHost& host)
+    : socket_(std::move(socket)),
+      client_(std::move(client)),
+      host_(host),
+      options_(host.options()),
+      buffer_(std::max<std::size_t>(options_.limits.max_header_bytes + 4096, 64 << 10)),
+      deadline_(socket_.get_executor()),
+      probe_timer_(socket_.get_executor()) {}
+
+HttpConnection::~HttpConnection() = default;
+
+asio::any_io_executor HttpConnection::executor() { return socket_.get_executor(); }
+
+void HttpConnection::start() { begin_request(); }
+
+void HttpConnection::refuse(int status, const std::string& message, const HttpFields& fields) {
+  refused_on_arrival_ = true;
+  refuse_request(status, message, fields, /*keep_alive=*/false);
+}
+
+void HttpConnection::begin_request() {
+  parser_.emplace(options_.limits);
+  exchange_.reset();
+  answer_done_ = false;
+  response_started_ = false;
+  probed_ = false;
+  gone_ = false;
+  logged_ = false;
+  request_start_ = {};
+  body_reserved_ = 0;
+  status_ = 0;
+  method_ = "-";
+  target_.clear();
+  if (buffer_.size() > 0) {  // a pipelined request is already here
+    phase_ = Phase::kHeader;
+    request_start_ = Clock::now();
+    set_deadline(options_.header_timeout, Phase::kHeader);
+    parse();
+    return;
+  }
+  phase_ = Phase::kWaiting;
+  idle_since_ = Clock::now();
+  host_.idle(*this, true);
+  set_deadline(options_.keep_alive_timeout, Phase::kWaiting);
+  read();
+}
+
+void HttpConnection::read() {
+  if (reading_ || closed_ || read_closed_) return;
+  const std::size_t room = buffer_.max_size() - buffer_.size();
+  if (room == 0) {
+    if (phase_ == Phase::kHeader || phase_ == Phase::kBody) {
+      parser_->buffer_full();
+      parse();
+    }
+    return;  // handling: the next request waits in the buffer
+  }
+  reading_ = true;
+  socket_.async_read_some(buffer_.prepare(std::min(room, kReadChunkBytes)),
+                          [self = shared_from_this()](const error_code& ec, std::size_t n) { self->on_read(ec, n); });
+}
+
+void HttpConnection::on_read(const error_code& ec, std::size_t n) {
+  reading_ = false;
+  if (closed_) return;
+  if (ec == asio::error::eof) {
+    read_closed_ = true;
+    on_end_of_input();
+    return;
+  }
+  if (ec) {  // a reset, or the socket closed under us
+    close();
+    return;
+  }
+  switch (phase_) {
+    case Phase::kWaiting:
+      buffer_.commit(n);
+      host_.idle(*this, false);
+      phase_ = Phase::kHeader;
+      request_start_ = Clock::now();
+      set_deadline(options_.header_timeout, Phase::kHeader);
+      parse();
+      break;
+    case Phase::kHeader:
+    case Phase::kBody:
+      buffer_.commit(n);
+      parse();
+      break;
+    case Phase::kHandling:
+      buffer_.commit(n);  // the next request, pipelined: it waits
+      read();
+      break;
+    case Phase::kClosing:
+      lingered_bytes_ += n;  // the rest of a refused request: dropped
+      if (lingered_bytes_ > kLingerBytes) {
+        close();
+      } else {
+        read();
+      }
+      break;
+    case Phase::kClosed:
+      break;
+  }
+}
+
+void HttpConnection::parse() {
+  const auto data = buffer_.data();
+  const std::size_t used = parser_->feed(std::string_view(static_cast<const char*>(data.data()), data.size()));
+  buffer_.consume(used);
+  switch (parser_->state()) {
+    case RequestParser::State::kNeedMore:
+      read();
+      break;
+    case RequestParser::State::kHeaderDone:
+      on_header();
+      break;
+    case RequestParser::State::kComplete:
+      dispatch();
+      break;
+    case RequestParser::State::kRefused: {
+      const HttpRefusal& r = parser_->refusal();
+      refuse_request(r.status, r.message, {}, /*keep_alive=*/false);
+      break;
+    }
+  }
+}
+
+void HttpConnection::on_header() {
+  const HttpRequest& head = parser_->request();
+  method_ = head.method;
+  target_ = head.target;
+  version_ = head.version;
+  const bool has_body = parser_->content_length().value_or(0) > 0 || parser_->chunked();
+  HttpRequest screened = head;
+  screened.client = client_;
+  if (std::optional<HttpResponse> refusal = host_.handler().screen(screened)) {
+    // Without a body to skip, the connection can serve the next request.
+    answer(std::move(*refusal), /*keep_alive=*/!has_body && parser_->keep_alive());
+    return;
+  }
+  const std::uint64_t want =
+      parser_->chunked() ? options_.limits.max_body_bytes : parser_->content_length().value_or(0);
+  if (want > 0) {
+    if (!host_.reserve_body(want)) {
+      refuse_request(503,
+                     "the server is reading as many request bodies as it may hold at once; retry in a moment "
+                     "(the bound is --max-pending-body-bytes)",
+                     {{"Retry-After", "1"}}, /*keep_alive=*/false);
+      return;
+    }
+    body_reserved_ = want;
+    if (parser_->expects_continue()) send(std::string(kContinue), false);
+    phase_ = Phase::kBody;
+    set_deadline(options_.body_timeout, Phase::kBody);
+  }
+  parser_->resume_body();
+  parse();
+}
+
+void HttpConnection::dispatch() {
+  cancel_deadline();
+  phase_ = Phase::kHandling;
+  set_busy(true);
+  keep_alive_ = parser_->keep_alive();
+  auto request = std::make_shared<HttpRequest>(parser_->take_request());
+  request->client = client_;
+  exchange_ = std::make_shared<ExchangeState>();
+  auto exchange = std::make_shared<Exchange>(shared_from_this(), exchange_, host_, body_reserved_, version_,
+                                             keep_alive_, request->method == "HEAD");
+  body_reserved_ = 0;  // the exchange releases it
+  HttpHandler& handler = host_.handler();
+  host_.run_on_worker([exchange, request, &handler] {
+    std::string error;
+    try {
+      handler.handle(std::move(*request), *exchange);
+    } catch (const std::exception& e) {
+      error = e.what();
+    } catch (...) {
+      error = "unknown error";
+    }
+    exchange->finish(handler.error_body(
+        500, error.empty() ? "internal error: the handler gave no answer" : "internal error: " + error));
+  });
+  read();  // watches for a reset, a half-close, or the next request
+}
+
+void HttpConnection::on_end_of_input() {
+  switch (phase_) {
+    case Phase::kWaiting:
+      close();
+      break;  // a clean end between requests
+    case Phase::kHeader:
+    case Phase::kBody:
+      parser_->end_of_input();
+      if (parser_->state() == RequestParser::State::kRefused) {
+        refuse_request(parser_->refusal().status, parser_->refusal().message, {}, false);
+      } else {
+        close();
+      }
+      break;
+    case Phase::kHandling:
+      // A half-close: the client may still read. Find out whether it can.
+      if (exchange_) probe();
+      break;
+    case Phase::kClosing:
+    case Phase::kClosed:
+      close();
+      break;
+  }
+}
+
+void HttpConnection::probe() {
+  if (probed_ || closed_) return;
+  probed_ = true;
+  std::string bytes;
+  {
+    std::lock_guard lock(exchange_->mutex);
+    bytes = exchange_->heartbeat;
+  }
+  if (bytes.empty() && !response_started_ && version_ == 11) bytes = std::string(kContinue);
+  if (!bytes.empty()) send(std::move(bytes), false);
+  watch_for_reset();
+}
+
+void HttpConnection::watch_for_reset() {
+  probe_timer_.expires_after(kProbeInterval);
+  probe_timer_.async_wait([self = shared_from_this()](const error_code& ec) {
+    if (ec || self->closed_ || self->phase_ != Phase::kHandling) return;
+    pollfd p{self->socket_.native_handle(), 0, 0};
+    if (::poll(&p, 1, 0) > 0 && (p.revents & (POLLERR | POLLHUP)) != 0) {
+      self->close();  // the probe was reset: nobody reads
+      return;
+    }
+    self->watch_for_reset();
+  });
+}
+
+void HttpConnection::answer(HttpResponse response, bool keep_alive) {
+  cancel_deadline();
+  phase_ = Phase::kHandling;
+  keep_alive_ = keep_alive;
+  status_ = response.status;
+  std::string bytes = head(response.status, response.content_type, response.fields,
+                           fmt::format("Content-Length: {}\r\n", response.body.size()), keep_alive, version_);
+  if (method_ != "HEAD") bytes += response.body;
+  if (!keep_alive) phase_ = Phase::kClosing;  // what the client still sends is dropped
+  set_deadline(options_.write_timeout, phase_);
+  answer_done_ = true;
+  send(std::move(bytes), false);
+}
+
+void HttpConnection::refuse_request(int status, const std::string& message, const HttpFields& fields, bool keep_alive) {
+  if (closed_) return;
+  if (request_start_ == Clock::time_point{}) request_start_ = Clock::now();
+  HttpResponse r;
+  r.status = status;
+  r.body = host_.handler().error_body(status, message);
+  r.fields = fields;
+  answer(std::move(r), keep_alive);
+}
+
+void HttpConnection::send(std::string bytes, bool from_exchange) {
+  if (closed_) return;
+  if (from_exchange) response_started_ = true;
+  out_.push_back({std::move(bytes), from_exchange});
+  write_next();
+}
+
+void HttpConnection::write_next() {
+  if (writing_ || closed_) return;
+  if (out_.empty()) {
+    if (phase_ == Phase::kHandling) cancel_deadline();
+    if (answer_done_ && phase_ == Phase::kHandling) {
+      after_response();
+    } else if (answer_done_ && phase_ == Phase::kClosing && !shut_down_) {
+      log_access();
+      graceful_close();
+    }
+    return;
+  }
+  in_flight_.clear();
+  std::vector<asio::const_buffer> buffers;
+  std::size_t counted = 0;
+  while (!out_.empty()) {
+    if (out_.front().from_exchange) counted += out_.front().bytes.size();
+    in_flight_.push_back(std::move(out_.front().bytes));
+    out_.pop_front();
+  }
+  for (const std::string& b : in_flight_) buffers.emplace_back(b.data(), b.size());
+  writing_ = true;
+  if (phase_ == Phase::kHandling) set_deadline(options_.write_timeout, Phase::kHandling);
+  asio::async_write(socket_, buffers, [self = shared_from_this(), counted](const error_code& ec, std::size_t) {
+    self->writing_ = false;
+    if (self->closed_) return;
+    if (ec) {
+      self->close();  // a failed write: the client is gone
+      return;
+    }
+    if (self->exchange_ && counted > 0) {
+      {
+        std::lock_guard lock(self->exchange_->mutex);
+        self->exchange_->unsent -= std::min(counted, self->exchange_->unsent);
+      }
+      self->exchange_->drained.notify_all();
+    }
+    self->write_next();
+  });
+}
+
+void HttpConnection::exchange_done(bool keep_alive) {
+  if (closed_) {
+    log_access();
+    return;
+  }
+  keep_alive_ = keep_alive_ && keep_alive;
+  answer_done_ = true;
+  write_next();
+}
+
+void HttpConnection::after_response() {
+  log_access();
+  set_busy(false);
+  probe_timer_.cancel();
+  if (keep_alive_ && !read_closed_ && !host_.stopping()) {
+    begin_request();
+  } else {
+    graceful_close();
+  }
+}
+
+void HttpConnection::graceful_close() {
+  phase_ = Phase::kClosing;
+  if (writing_ || !out_.empty()) return;  // write_next comes back here once the answer is out
+  shut_down_ = true;
+  error_code ec;
+  socket_.shutdown(asio::ip::tcp::socket::shutdown_send, ec);
+  if (ec || read_closed_) {
+    close();
+    return;
+  }
+  // Read and drop what the client still sends for a moment, so that closing
+  // with unread bytes does not reset the connection before it reads the answer.
+  set_deadline(std::chrono::duration_cast<std::chrono::milliseconds>(kLingerTime), Phase::kClosing);
+  read();
+}
+
+void HttpConnection::close() {
+  if (closed_) return;
+  auto self = shared_from_this();  // the server's registry may hold the last reference
+  closed_ = true;
+  if (exchange_) client_gone();
+  phase_ = Phase::kClosed;
+  error_code ec;
+  socket_.close(ec);
+  deadline_.cancel();
+  probe_timer_.cancel();
+  if (body_reserved_ > 0) host_.release_body(body_reserved_);
+  body_reserved_ = 0;
+  host_.idle(*this, false);
+  if (!exchange_ || answer_done_) log_access();
+  set_busy(false);
+  host_.closed(*this);
+}
+
+void HttpConnection::client_gone() {
+  std::function<void()> callback;
+  {
+    std::lock_guard lock(exchange_->mutex);
+    if (exchange_->gone) return;
+    exchange_->gone = true;
+    callback = std::move(exchange_->on_gone);
+    exchange_->on_gone = nullptr;
+  }
+  exchange_->drained.notify_all();
+  gone_ = true;
+  if (callback) callback();
+}
+
+void HttpConnection::write_timed_out() {
+  if (exchange_) client_gone();
+  close();
+}
+
+void HttpConnection::set_busy(bool is_busy) {
+  if (busy_ == is_busy) return;
+  busy_ = is_busy;
+  host_.busy(is_busy);
+}
+
+void HttpConnection::set_deadline(std::chrono::milliseconds after, Phase phase) {
+  const std::uint64_t generation = ++deadline_generation_;
+  deadline_.expires_after(after);
+  deadline_.async_wait([self = shared_from_this(), generation, phase](const error_code& ec) {
+    if (ec || generation != self->deadline_generation_ || self->closed_) return;
+    self->on_deadline(phase);
+  });
+}
+
+void HttpConnection::cancel_deadline() {
+  ++deadline_generation_;
+  deadline_.cancel();
+}
+
+void HttpConnection::on_deadline(Phase phase) {
+  switch (phase) {
+    case Phase::kWaiting:
+      close();
+      break;  // keep-alive timeout: nothing was asked
+    case Phase::kHeader:
+      refuse_request(408,
+                     fmt::format("the request header did not arrive within {} ms; send it whole, at once",
+                                 options_.header_timeout.count()),
+                     {}, false);
+      break;
+    case Phase::kBody:
+      refuse_request(408, fmt::format("the request body did not arrive within {} ms", options_.body_timeout.count()),
+                     {}, false);
+      break;
+    case Phase::kHandling:
+      write_timed_out();
+      break;  // the client reads nothing
+    case Phase::kClosing:
+    case Phase::kClosed:
+      close();
+      break;
+  }
+}
+
+void HttpConnection::log_access() {
+  if (logged_ || (status_ == 0 && !exchange_)) return;
+  logged_ = true;
+  AccessRecord record;
+  record.method = method_;
+  record.target = target_;
+  record.client = client_;
+  record.status = status_;
+  record.client_gone = gone_;
+  record.connection_refused = refused_on_arrival_;
+  if (exchange_) {
+    std::lock_guard lock(exchange_->mutex);
+    if (exchange_->status != 0) record.status = exchange_->status;
+    record.note = exchange_->note;
+  }
+  if (record.status == 0) return;
+  record.seconds = std::chrono::duration<double>(Clock::now() - request_start_).count();
+  host_.handler().on_access(record);
+}
+
+}  // namespace folio::server
