@@ -19,7 +19,8 @@ namespace {
 constexpr std::size_t kReadChunkBytes = 16 << 10;
 constexpr std::size_t kLingerBytes = 1 << 20;  // a refused body read and dropped, at most
 constexpr auto kLingerTime = std::chrono::seconds(2);
-constexpr auto kProbeInterval = std::chrono::milliseconds(100);
+constexpr auto kProbeDelay = std::chrono::milliseconds(100);     // a quick answer needs no probe
+constexpr auto kProbeInterval = std::chrono::milliseconds(100);  // then: is the probe reset?
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
 
 std::string http_date() {
@@ -410,8 +411,14 @@ void HttpConnection::on_end_of_input() {
       }
       break;
     case Phase::kHandling:
-      // A half-close: the client may still read. Find out whether it can.
-      if (exchange_) probe();
+      // A half-close: the client may still read. If the answer is not out
+      // within a moment, find out whether it can.
+      if (exchange_) {
+        probe_timer_.expires_after(kProbeDelay);
+        probe_timer_.async_wait([self = shared_from_this()](const error_code& ec) {
+          if (!ec && !self->closed_ && self->phase_ == Phase::kHandling && self->exchange_) self->probe();
+        });
+      }
       break;
     case Phase::kClosing:
     case Phase::kClosed:

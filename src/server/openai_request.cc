@@ -141,9 +141,10 @@ std::optional<int> read_max_tokens(const Json& body, const char* name) {
 void check_num_choices(std::size_t num_prompts, int n, const ModelContext& model) {
   if (num_prompts * static_cast<std::size_t>(n) > static_cast<std::size_t>(model.max_choices))
     bad_request(num_prompts > 1 ? "prompt" : "n",
-                fmt::format("this request asks for {} prompts x n = {} completions; this server takes at most {} per "
-                            "request (send several requests, or start it with a larger --max-choices-per-request)",
-                            num_prompts, n, num_prompts * static_cast<std::size_t>(n), model.max_choices));
+                fmt::format("this request asks for {} completions ({} prompts x n = {}); this server takes at most "
+                            "{} per request (send several requests, or start it with a larger "
+                            "--max-choices-per-request)",
+                            num_prompts * static_cast<std::size_t>(n), num_prompts, n, model.max_choices));
 }
 
 void finish_params(GenerationJob& job, const ModelContext& model) {

@@ -48,9 +48,9 @@ bool has_body_semantics(std::string_view method) { return method == "POST" || me
 // A request line that ends, with CRLF, in a well-formed version Beast does
 // not read ("HTTP/2.0"): 505, where a malformed line is 400.
 bool names_another_version(std::string_view bytes) {
-  const std::size_t eol = bytes.find("\r\n");
-  if (eol == std::string_view::npos || eol < 8) return false;
-  const std::string_view v = bytes.substr(eol - 8, 8);
+  const std::size_t lf = bytes.find('\n');
+  if (lf == std::string_view::npos || lf < 9 || bytes[lf - 1] != '\r') return false;
+  const std::string_view v = bytes.substr(lf - 9, 8);
   auto digit = [](char c) { return c >= '0' && c <= '9'; };
   return v.substr(0, 5) == "HTTP/" && digit(v[5]) && v[6] == '.' && digit(v[7]);
 }

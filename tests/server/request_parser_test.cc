@@ -110,6 +110,7 @@ TEST(RequestParserTest, SmugglingFramesAreRefused) {
             400);
   // Bare LF, obsolete line folding, a space before the colon.
   EXPECT_EQ(refused_with("GET / HTTP/1.1\nHost: a\n\n"), 400);
+  EXPECT_EQ(refused_with("GET / HTTP/1.1\nHost: a\n\nGET / HTTP/1.1\r\nHost: a\r\n\r\n"), 400);
   EXPECT_EQ(refused_with("GET / HTTP/1.1\r\nHost: a\r\nX: a\r\n b\r\n\r\n"), 400);
   EXPECT_EQ(refused_with("GET / HTTP/1.1\r\nHost: a\r\nContent-Length : 0\r\n\r\n"), 400);
 }
