@@ -17,6 +17,7 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 constexpr std::size_t kReadChunkBytes = 16 << 10;
+constexpr std::size_t kIdleReadBytes = 4 << 10;
 constexpr std::size_t kLingerBytes = 1 << 20;  // a refused body read and dropped, at most
 constexpr auto kLingerTime = std::chrono::seconds(2);
 constexpr auto kProbeDelay = std::chrono::milliseconds(100);     // a quick answer needs no probe
@@ -129,6 +130,11 @@ class Exchange final : public HttpExchange {
   void end_stream() override {
     if (!streaming_ || ended_) return;
     ended_ = true;
+    {
+      // No heartbeat may follow the last chunk: the probe reads this first.
+      std::lock_guard lock(state_->mutex);
+      state_->heartbeat.clear();
+    }
     if (chunked_) post("0\r\n\r\n");
   }
 
@@ -268,7 +274,9 @@ void HttpConnection::read() {
     return;  // handling: the next request waits in the buffer
   }
   reading_ = true;
-  socket_.async_read_some(buffer_.prepare(std::min(room, kReadChunkBytes)),
+  // Small reads while waiting, so that an idle connection holds little memory.
+  const std::size_t chunk = phase_ == Phase::kBody ? kReadChunkBytes : kIdleReadBytes;
+  socket_.async_read_some(buffer_.prepare(std::min(room, chunk)),
                           [self = shared_from_this()](const error_code& ec, std::size_t n) { self->on_read(ec, n); });
 }
 

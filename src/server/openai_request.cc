@@ -210,6 +210,17 @@ nlohmann::ordered_json template_kwargs(const Json& body, const ModelContext& mod
   return nlohmann::ordered_json(*kwargs);
 }
 
+// What both endpoints read alike: the model, sampling, speculation, streaming.
+GenerationJob read_common(const Json& body, const ModelContext& model, Endpoint endpoint) {
+  check_model_field(body, model);
+  GenerationJob job;
+  job.endpoint = endpoint;
+  job.params = read_sampling(body, model);
+  job.speculative = get_bool(body, "speculative").value_or(true);
+  read_stream_flags(body, job);
+  return job;
+}
+
 }  // namespace
 
 void check_model_field(const Json& body, const ModelContext& model) {
@@ -263,12 +274,7 @@ std::vector<TokenId> tokenize_chat(const Json& body, const ModelContext& model, 
 }
 
 GenerationJob parse_completion_request(const Json& body, const ModelContext& model) {
-  check_model_field(body, model);
-  GenerationJob job;
-  job.endpoint = Endpoint::kCompletions;
-  job.params = read_sampling(body, model);
-  job.speculative = get_bool(body, "speculative").value_or(true);
-  read_stream_flags(body, job);
+  GenerationJob job = read_common(body, model, Endpoint::kCompletions);
   job.echo = get_bool(body, "echo").value_or(false);
   if (auto suffix = get_string(body, "suffix"); suffix && !suffix->empty())
     bad_request("suffix", "suffix (fill-in-the-middle) is not supported; leave it out");
@@ -322,12 +328,7 @@ GenerationJob parse_completion_request(const Json& body, const ModelContext& mod
 }
 
 GenerationJob parse_chat_request(const Json& body, const ModelContext& model) {
-  check_model_field(body, model);
-  GenerationJob job;
-  job.endpoint = Endpoint::kChatCompletions;
-  job.params = read_sampling(body, model);
-  job.speculative = get_bool(body, "speculative").value_or(true);
-  read_stream_flags(body, job);
+  GenerationJob job = read_common(body, model, Endpoint::kChatCompletions);
   check_num_choices(1, job.params.n, model);
   // max_completion_tokens is OpenAI's current name; max_tokens the older one.
   std::optional<int> max_tokens = read_max_tokens(body, "max_tokens");
