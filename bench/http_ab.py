@@ -5,7 +5,9 @@ prompts and 128-token answers, streamed) against the one build's server, then
 the other's, run by run, so that a pair shares the machine's noise of its
 moment. One server runs at a time; the client is the same binary for both.
 Prints, per workload and figure, each build's median and the median of the
-per-pair ratios (after / before).
+per-pair ratios (after / before); one figure is the CPU time the server
+process spent on the run (warm-up included), which a busy machine disturbs
+far less than the latencies.
 
     python3 bench/http_ab.py --before /work/old/folio --after build/folio --repetitions 5
 
@@ -24,13 +26,22 @@ CASES = [  # (name, folio bench flags)
     ("1 stream", ["--num-prompts", "4", "--max-concurrency", "1"]),
     ("32 streams", ["--num-prompts", "32", "--max-concurrency", "32"]),
 ]
-FIGURES = [  # (key in the bench JSON, label, higher is better)
+FIGURES = [  # (key, label, higher is better)
     ("output_throughput", "output tok/s", True),
+    ("server_cpu_s", "server CPU s per run", False),
     ("ttft_p50_ms", "TTFT p50 ms", False),
     ("ttft_p99_ms", "TTFT p99 ms", False),
     ("tpot_p50_ms", "TPOT p50 ms", False),
     ("itl_p99_ms", "ITL p99 ms", False),
 ]
+
+
+def cpu_seconds(pid):
+    """User + system CPU time of a process so far (a figure that the machine's
+    other load disturbs far less than wall-clock time)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def start_server(binary, model, log):
@@ -58,14 +69,16 @@ def run(server_binary, client, model, flags, log_path):
     with open(log_path, "w") as log:
         proc, url = start_server(server_binary, model, log)
         try:
+            cpu_start = cpu_seconds(proc.pid)
             out = subprocess.run([client, "bench", "-m", model, "--url", url, "--input-len", "128", "--output-len",
                                   "128", "--json", "--no-progress", *flags], check=True, stdout=subprocess.PIPE,
                                  stderr=subprocess.DEVNULL, text=True).stdout
+            cpu = cpu_seconds(proc.pid) - cpu_start
         finally:
             proc.terminate()
             proc.wait(60)
     s = json.loads(out)["folio"]["median"]
-    return {"output_throughput": s["output_throughput"], "ttft_p50_ms": s["ttft_ms"]["p50"],
+    return {"output_throughput": s["output_throughput"], "server_cpu_s": cpu, "ttft_p50_ms": s["ttft_ms"]["p50"],
             "ttft_p99_ms": s["ttft_ms"]["p99"], "tpot_p50_ms": s["tpot_ms"]["p50"], "itl_p99_ms": s["itl_ms"]["p99"]}
 
 
@@ -78,9 +91,12 @@ def main():
     ap.add_argument("--model", default=os.path.join(os.environ.get("FOLIO_MODELS", os.path.expanduser(
         "~/.cache/folio/models")), "smollm2-135m-instruct-q4_1.gguf"))
     ap.add_argument("--log", default="/tmp/http_ab_serve.log", help="where each server's stderr goes")
+    ap.add_argument("--only", help="run only the workloads whose name contains this")
     args = ap.parse_args()
     report = {}
     for name, flags in CASES:
+        if args.only and args.only not in name:
+            continue
         runs = {"before": [], "after": []}
         for _ in range(args.repetitions):
             for side in ("before", "after"):

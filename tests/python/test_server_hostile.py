@@ -346,6 +346,38 @@ def test_half_closed_request_gets_its_whole_answer(server):
             assert answer["usage"]["completion_tokens"] == 40
 
 
+def test_careless_but_legal_clients_are_served(server):
+    # Pipelined requests are answered in order on one connection.
+    one = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
+    raw = exchange(server, one + post("/tokenize", {"prompt": "Hi"}).replace(b"Connection: close\r\n", b"") + one +
+                   b"GET /version HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert statuses(raw) == [200, 200, 200, 200], raw[:400]
+    # HEAD: the header of GET, no body.
+    raw = exchange(server, b"HEAD /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert statuses(raw) == [200] and raw.endswith(b"\r\n\r\n"), raw
+    # Expect: 100-continue gets its interim answer before the body is sent.
+    s = connect(server)
+    body = json.dumps({"prompt": "Hi", "max_tokens": 1}).encode()
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nConnection: close\r\n"
+              b"Content-Length: %d\r\n\r\n" % len(body))
+    assert s.recv(64).startswith(b"HTTP/1.1 100 Continue\r\n\r\n")
+    s.sendall(body)
+    assert statuses(read_until_close(s)) == [200]
+    s.close()
+    # HTTP/1.0: a stream without chunked framing, ended by the close.
+    raw = exchange(server, post("/v1/completions", {"prompt": "Hi", "max_tokens": 3, "stream": True}).replace(
+        b"HTTP/1.1\r\n", b"HTTP/1.0\r\n", 1))
+    assert statuses(raw) == [200] and b"Transfer-Encoding" not in raw and raw.rstrip().endswith(b"data: [DONE]"), raw
+    # OPTIONS names the methods; a chunked body is read like any other.
+    raw = exchange(server, b"OPTIONS /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert statuses(raw) == [204] and b"Allow: POST, OPTIONS" in raw, raw
+    data = json.dumps({"prompt": "Hi"}).encode()
+    raw = exchange(server, b"POST /tokenize HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close"
+                   b"\r\n\r\n" + b"%x\r\n" % 4 + data[:4] + b"\r\n" + b"%x\r\n" % (len(data) - 4) + data[4:] +
+                   b"\r\n0\r\n\r\n")
+    assert statuses(raw) == [200] and body_of(raw)["count"] >= 1, raw
+
+
 # --- requests that would take more than their share -----------------------------
 
 
