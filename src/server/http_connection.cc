@@ -249,6 +249,10 @@ void HttpConnection::begin_request() {
   status_ = 0;
   method_ = "-";
   target_.clear();
+  if (read_closed_ && buffer_.size() == 0) {
+    graceful_close();
+    return;
+  }
   if (buffer_.size() > 0) {  // a pipelined request is already here
     phase_ = Phase::kHeader;
     request_start_ = Clock::now();
@@ -329,7 +333,11 @@ void HttpConnection::parse() {
   buffer_.consume(used);
   switch (parser_->state()) {
     case RequestParser::State::kNeedMore:
-      read();
+      if (read_closed_) {
+        on_end_of_input();  // the rest of this request will never come
+      } else {
+        read();
+      }
       break;
     case RequestParser::State::kHeaderDone:
       on_header();
@@ -547,7 +555,8 @@ void HttpConnection::after_response() {
   log_access();
   set_busy(false);
   probe_timer_.cancel();
-  if (keep_alive_ && !read_closed_ && !host_.stopping()) {
+  // After a FIN, requests already sent (pipelined) are still answered.
+  if (keep_alive_ && (!read_closed_ || buffer_.size() > 0) && !host_.stopping()) {
     begin_request();
   } else {
     graceful_close();

@@ -85,17 +85,47 @@ def exchange(server, data, timeout=10, source="127.0.0.1"):
         s.close()
 
 
+def responses(raw):
+    """The final responses in what a server sent, in order, as (status,
+    fields, body): framed by Content-Length, chunked, or the close. An
+    interim 100 Continue (which a half-closed client that waits may get) is
+    left out."""
+    out, pos = [], 0
+    while pos < len(raw):
+        end = raw.find(b"\r\n\r\n", pos)
+        if end < 0:
+            break
+        lines = raw[pos:end].decode("latin-1").split("\r\n")
+        status = int(lines[0].split(" ")[1])
+        fields = {k.strip().lower(): v.strip() for k, v in (line.split(":", 1) for line in lines[1:])}
+        pos = end + 4
+        if status == 100:
+            continue
+        if "content-length" in fields:
+            body = raw[pos:pos + int(fields["content-length"])]
+            pos += len(body)
+        elif fields.get("transfer-encoding") == "chunked":
+            body = b""
+            while True:
+                eol = raw.find(b"\r\n", pos)
+                size = int(raw[pos:eol].split(b";")[0], 16)
+                body += raw[eol + 2:eol + 2 + size]
+                pos = eol + 2 + size + 2
+                if size == 0:
+                    break
+        else:
+            body, pos = raw[pos:], len(raw)
+        out.append((status, fields, body))
+    return out
+
+
 def statuses(raw):
-    """The status of each final response (an interim 100 Continue, which the
-    server sends a half-closed client that waits, is left out)."""
-    codes = [int(line.split(b" ")[1]) for line in raw.split(b"\r\n") if line.startswith(b"HTTP/1.1 ")]
-    return [c for c in codes if c != 100]
+    return [status for status, _, _ in responses(raw)]
 
 
 def body_of(raw):
-    """The JSON body of the last response (after any interim 100 Continue)."""
-    last = max(i for i in range(len(raw)) if raw.startswith(b"HTTP/1.1 ", i) and (i == 0 or raw[i - 1:i] == b"\n"))
-    return json.loads(raw[last:].split(b"\r\n\r\n", 1)[1])
+    """The JSON body of the last response."""
+    return json.loads(responses(raw)[-1][2])
 
 
 def post(path, body, extra=b""):
@@ -354,7 +384,7 @@ def test_careless_but_legal_clients_are_served(server):
     assert statuses(raw) == [200, 200, 200, 200], raw[:400]
     # HEAD: the header of GET, no body.
     raw = exchange(server, b"HEAD /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-    assert statuses(raw) == [200] and raw.endswith(b"\r\n\r\n"), raw
+    assert raw.startswith(b"HTTP/1.1 200 ") and raw.endswith(b"\r\n\r\n") and b"Content-Length: " in raw, raw
     # Expect: 100-continue gets its interim answer before the body is sent.
     s = connect(server)
     body = json.dumps({"prompt": "Hi", "max_tokens": 1}).encode()
@@ -367,7 +397,8 @@ def test_careless_but_legal_clients_are_served(server):
     # HTTP/1.0: a stream without chunked framing, ended by the close.
     raw = exchange(server, post("/v1/completions", {"prompt": "Hi", "max_tokens": 3, "stream": True}).replace(
         b"HTTP/1.1\r\n", b"HTTP/1.0\r\n", 1))
-    assert statuses(raw) == [200] and b"Transfer-Encoding" not in raw and raw.rstrip().endswith(b"data: [DONE]"), raw
+    assert statuses(raw) == [200] and b"Transfer-Encoding" not in raw, raw
+    assert responses(raw)[0][2].rstrip().endswith(b"data: [DONE]"), raw
     # OPTIONS names the methods; a chunked body is read like any other.
     raw = exchange(server, b"OPTIONS /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
     assert statuses(raw) == [204] and b"Allow: POST, OPTIONS" in raw, raw
