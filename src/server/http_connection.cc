@@ -3,11 +3,10 @@
 #include <fmt/format.h>
 #include <poll.h>
 
-#include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
-#include <condition_variable>
-#include <ctime>
 #include <mutex>
+
+#include "server/http_exchange.h"
 
 namespace folio::server {
 namespace asio = boost::asio;
@@ -23,196 +22,6 @@ constexpr auto kLingerTime = std::chrono::seconds(2);
 constexpr auto kProbeDelay = std::chrono::milliseconds(100);     // a quick answer needs no probe
 constexpr auto kProbeInterval = std::chrono::milliseconds(100);  // then: is the probe reset?
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-
-std::string http_date() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char text[64];
-  const std::size_t n = std::strftime(text, sizeof(text), "%a, %d %b %Y %H:%M:%S GMT", &tm);
-  return std::string(text, n);
-}
-
-// The status line and header fields, up to and including the blank line.
-std::string head(int status, const std::string& content_type, const HttpFields& fields, const std::string& framing,
-                 bool keep_alive, int version) {
-  std::string out = fmt::format("HTTP/1.1 {} {}\r\nDate: {}\r\n", status, reason_phrase(status), http_date());
-  if (!content_type.empty()) out += fmt::format("Content-Type: {}\r\n", content_type);
-  for (const auto& [name, value] : fields) out += fmt::format("{}: {}\r\n", name, value);
-  out += framing;
-  if (!keep_alive) {
-    out += "Connection: close\r\n";
-  } else if (version == 10) {
-    out += "Connection: keep-alive\r\n";
-  }
-  out += "\r\n";
-  return out;
-}
-
-std::string chunk(std::string_view bytes) { return fmt::format("{:x}\r\n{}\r\n", bytes.size(), bytes); }
-
-}  // namespace
-
-// What the connection (I/O thread) and its exchange (worker) share.
-struct ExchangeState {
-  std::mutex mutex;
-  std::condition_variable drained;
-  std::size_t unsent = 0;  // bytes the exchange queued that are not yet written
-  bool gone = false;
-  std::function<void()> on_gone;
-  std::string heartbeat;  // framed; empty until a stream that has one begins
-  int status = 0;
-  std::string note;
-  bool body_released = false;
-};
-
-namespace {
-
-class Exchange final : public HttpExchange {
- public:
-  Exchange(std::shared_ptr<HttpConnection> connection, std::shared_ptr<ExchangeState> state, ConnectionHost& host,
-           std::uint64_t body_bytes, int version, bool keep_alive, bool head_only)
-      : connection_(std::move(connection)),
-        state_(std::move(state)),
-        host_(host),
-        body_bytes_(body_bytes),
-        version_(version),
-        keep_alive_(keep_alive),
-        head_only_(head_only) {}
-
-  void respond(HttpResponse r) override {
-    if (answered_) return;
-    answered_ = true;
-    std::string bytes = head(r.status, r.content_type, r.fields, fmt::format("Content-Length: {}\r\n", r.body.size()),
-                             keep_alive_, version_);
-    if (!head_only_) bytes += r.body;
-    set_status(r.status);
-    post(std::move(bytes));
-  }
-
-  void begin_stream(int status, const std::string& content_type, const HttpFields& fields,
-                    std::string heartbeat) override {
-    if (answered_) return;
-    answered_ = streaming_ = true;
-    // HTTP/1.0 has no chunked framing: the stream ends when the connection does.
-    chunked_ = version_ == 11;
-    if (!chunked_) keep_alive_ = false;
-    std::string bytes =
-        head(status, content_type, fields, chunked_ ? "Transfer-Encoding: chunked\r\n" : "", keep_alive_, version_);
-    {
-      std::lock_guard lock(state_->mutex);
-      state_->status = status;
-      if (!heartbeat.empty()) state_->heartbeat = chunked_ ? chunk(heartbeat) : heartbeat;
-    }
-    post(std::move(bytes));
-  }
-
-  bool write(std::string bytes) override {
-    if (!streaming_ || ended_) return false;
-    if (bytes.empty()) return !client_gone();  // an empty chunk would end the stream
-    const auto limit = host_.options().max_unsent_bytes;
-    {
-      std::unique_lock lock(state_->mutex);
-      const bool room = state_->drained.wait_for(lock, host_.options().write_timeout,
-                                                 [&] { return state_->gone || state_->unsent <= limit; });
-      if (state_->gone) return false;
-      if (!room) {
-        // A client that reads nothing for the whole write timeout is gone too.
-        lock.unlock();
-        asio::post(connection_->executor(), [c = connection_] { c->write_timed_out(); });
-        return false;
-      }
-    }
-    post(chunked_ ? chunk(bytes) : std::move(bytes));
-    return true;
-  }
-
-  void end_stream() override {
-    if (!streaming_ || ended_) return;
-    ended_ = true;
-    {
-      // No heartbeat may follow the last chunk: the probe reads this first.
-      std::lock_guard lock(state_->mutex);
-      state_->heartbeat.clear();
-    }
-    if (chunked_) post("0\r\n\r\n");
-  }
-
-  bool client_gone() const override {
-    std::lock_guard lock(state_->mutex);
-    return state_->gone;
-  }
-
-  void on_gone(std::function<void()> callback) override {
-    std::unique_lock lock(state_->mutex);
-    if (state_->gone) {
-      lock.unlock();
-      if (callback) callback();
-      return;
-    }
-    state_->on_gone = std::move(callback);
-  }
-
-  void release_body() override {
-    {
-      std::lock_guard lock(state_->mutex);
-      if (state_->body_released) return;
-      state_->body_released = true;
-    }
-    host_.release_body(body_bytes_);
-  }
-
-  void note(std::string text) override {
-    std::lock_guard lock(state_->mutex);
-    state_->note = std::move(text);
-  }
-
-  // After the handler returns: what it left unsaid, then the connection goes on.
-  void finish(const std::string& error_body) {
-    if (!answered_) {
-      HttpResponse r;
-      r.status = 500;
-      r.body = error_body;
-      respond(std::move(r));
-    }
-    end_stream();
-    release_body();
-    {
-      std::lock_guard lock(state_->mutex);
-      state_->on_gone = nullptr;  // whatever it captured goes now, not with the connection
-    }
-    asio::post(connection_->executor(), [c = connection_, keep = keep_alive_] { c->exchange_done(keep); });
-  }
-
-  bool answered() const { return answered_; }
-
- private:
-  void set_status(int status) {
-    std::lock_guard lock(state_->mutex);
-    state_->status = status;
-  }
-
-  void post(std::string bytes) {
-    {
-      std::lock_guard lock(state_->mutex);
-      state_->unsent += bytes.size();
-    }
-    asio::post(connection_->executor(),
-               [c = connection_, b = std::move(bytes)]() mutable { c->send(std::move(b), true); });
-  }
-
-  std::shared_ptr<HttpConnection> connection_;
-  std::shared_ptr<ExchangeState> state_;
-  ConnectionHost& host_;
-  std::uint64_t body_bytes_;
-  int version_;
-  bool keep_alive_;
-  bool head_only_;
-  bool answered_ = false;
-  bool streaming_ = false;
-  bool chunked_ = false;
-  bool ended_ = false;
-};
 
 }  // namespace
 
@@ -393,8 +202,8 @@ void HttpConnection::dispatch() {
   auto request = std::make_shared<HttpRequest>(parser_->take_request());
   request->client = client_;
   exchange_ = std::make_shared<ExchangeState>();
-  auto exchange = std::make_shared<Exchange>(shared_from_this(), exchange_, host_, body_reserved_, version_,
-                                             keep_alive_, request->method == "HEAD");
+  auto exchange = std::make_shared<ConnectionExchange>(shared_from_this(), exchange_, host_, body_reserved_, version_,
+                                                       keep_alive_, request->method == "HEAD");
   body_reserved_ = 0;  // the exchange releases it
   HttpHandler& handler = host_.handler();
   host_.run_on_worker([exchange, request, &handler] {
@@ -474,8 +283,8 @@ void HttpConnection::answer(HttpResponse response, bool keep_alive) {
   phase_ = Phase::kHandling;
   keep_alive_ = keep_alive;
   status_ = response.status;
-  std::string bytes = head(response.status, response.content_type, response.fields,
-                           fmt::format("Content-Length: {}\r\n", response.body.size()), keep_alive, version_);
+  std::string bytes = response_head(response.status, response.content_type, response.fields,
+                                    fmt::format("Content-Length: {}\r\n", response.body.size()), keep_alive, version_);
   if (method_ != "HEAD") bytes += response.body;
   if (!keep_alive) phase_ = Phase::kClosing;  // what the client still sends is dropped
   set_deadline(options_.write_timeout, phase_);

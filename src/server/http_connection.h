@@ -6,7 +6,7 @@
 // a FIN while an answer is being made is a half-close, not a hang-up: the
 // connection sends one probe (an interim 100 or the stream's heartbeat) and
 // counts the client gone only if that probe is reset.
-// Internal to HttpServer; only http_server.cc and this file's .cc include it.
+// Internal to HttpServer: http_server.cc and http_exchange.h include it.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
