@@ -57,10 +57,11 @@ void ApiServer::set_engine(std::shared_ptr<Engine> engine) {
   s->context.max_model_len = engine->max_model_len();
   s->context.served_model_name = options_.served_model_name;
   s->context.max_n = options_.max_n;
-  s->context.max_choices = options_.max_choices_per_request;
   s->context.allow_special_in_messages = options_.allow_special_in_messages;
   s->max_choices_per_client = options_.max_choices_per_client > 0 ? options_.max_choices_per_client
                                                                   : std::max(1, engine->config().max_waiting / 2);
+  // A request larger than a client's whole share is refused as too large (400), not as busy.
+  s->context.max_choices = std::min(options_.max_choices_per_request, s->max_choices_per_client);
   s->engine = std::move(engine);
   std::lock_guard lock(mutex_);
   served_ = std::move(s);

@@ -143,7 +143,7 @@ void check_num_choices(std::size_t num_prompts, int n, const ModelContext& model
     bad_request(num_prompts > 1 ? "prompt" : "n",
                 fmt::format("this request asks for {} completions ({} prompts x n = {}); this server takes at most "
                             "{} per request (send several requests, or start it with a larger "
-                            "--max-choices-per-request)",
+                            "--max-choices-per-request and --max-choices-per-client)",
                             num_prompts * static_cast<std::size_t>(n), num_prompts, n, model.max_choices));
 }
 
