@@ -3,13 +3,13 @@
 // without it reading past what it was given; a whole request keeps every
 // limit and a path without control characters; a refusal is a 4xx or 5xx with
 // a message.
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
 
 #include "server/request_parser.h"
+#include "support/parse_in_pieces.h"
 
 using folio::server::RequestParser;
 
@@ -22,35 +22,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   limits.max_line_bytes = 512;
   limits.max_header_fields = 16;
   limits.max_body_bytes = 4096;
-  const std::size_t buffer_max = limits.max_header_bytes + 256;  // as a connection bounds its buffer
 
   RequestParser p(limits);
-  std::string buffer;
-  std::size_t sent = 0;
-  for (;;) {
-    if (p.state() == RequestParser::State::kHeaderDone) p.resume_body();
-    if (p.state() != RequestParser::State::kNeedMore) break;
-    if (sent < input.size() && buffer.size() < buffer_max) {
-      const std::size_t take = std::min({piece, input.size() - sent, buffer_max - buffer.size()});
-      buffer.append(input.substr(sent, take));
-      sent += take;
-    } else if (sent < input.size()) {
-      p.buffer_full();
-      break;
-    } else {
-      const std::size_t used = p.feed(buffer);
-      if (used > buffer.size()) __builtin_trap();
-      buffer.erase(0, used);
-      if (p.state() == RequestParser::State::kNeedMore && used == 0) {
-        p.end_of_input();
-        break;
-      }
-      continue;
-    }
-    const std::size_t used = p.feed(buffer);
-    if (used > buffer.size()) __builtin_trap();
-    buffer.erase(0, used);
-  }
+  folio::testing::parse_in_pieces(p, input, piece, limits.max_header_bytes + 256);  // as a connection bounds its buffer
   if (p.state() == RequestParser::State::kComplete) {
     const folio::server::HttpRequest r = p.take_request();
     if (r.body.size() > limits.max_body_bytes) __builtin_trap();

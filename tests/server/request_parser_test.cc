@@ -6,6 +6,8 @@
 
 #include <string>
 
+#include "support/parse_in_pieces.h"
+
 namespace folio::server {
 namespace {
 
@@ -16,34 +18,11 @@ struct Outcome {
   std::string rest;  // bytes left over after the request (the next one, pipelined)
 };
 
-// Feeds `bytes` `piece` bytes at a time, as a connection's buffer would hold
-// them, resuming the body after the header.
+// Feeds `bytes` `piece` bytes at a time, as a connection's buffer would hold them.
 Outcome parse(const std::string& bytes, std::size_t piece = 1 << 20, HttpLimits limits = {}) {
   RequestParser p(limits);
-  std::string buffer;
-  std::size_t sent = 0;
-  for (;;) {
-    if (p.state() == RequestParser::State::kHeaderDone) p.resume_body();
-    if (p.state() != RequestParser::State::kNeedMore) break;
-    if (sent == bytes.size() && !buffer.empty()) {
-      const std::size_t used = p.feed(buffer);
-      buffer.erase(0, used);
-      if (used == 0 && p.state() == RequestParser::State::kNeedMore) {
-        p.end_of_input();
-        break;
-      }
-      continue;
-    }
-    if (sent == bytes.size()) {
-      p.end_of_input();
-      break;
-    }
-    const std::size_t take = std::min(piece, bytes.size() - sent);
-    buffer.append(bytes, sent, take);
-    sent += take;
-    buffer.erase(0, p.feed(buffer));
-  }
-  Outcome out{p.state(), p.refusal(), {}, buffer + bytes.substr(sent)};
+  std::string rest = testing::parse_in_pieces(p, bytes, piece);
+  Outcome out{p.state(), p.refusal(), {}, std::move(rest)};
   if (p.state() == RequestParser::State::kComplete) out.request = p.take_request();
   return out;
 }
