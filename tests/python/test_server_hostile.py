@@ -175,7 +175,7 @@ class Bystander:
         self.stop.set()
         self.thread.join(30)
 
-    def check(self, worst_s=1.5):
+    def check(self, worst_s=2.0):
         assert self.count > 0
         assert not self.errors, self.errors[:5]
         assert self.worst < worst_s, f"the well-behaved client waited {self.worst:.2f} s"
@@ -293,7 +293,7 @@ def test_idle_connections_make_room_for_new_clients(server):
     time.sleep(0.3)
     start = time.monotonic()
     r = httpx.get(server.url + "/health", timeout=5)
-    assert r.status_code == 200 and time.monotonic() - start < 0.5
+    assert r.status_code == 200 and time.monotonic() - start < 1.0  # the old server: ~5 s
     assert metric("folio:http_idle_connections_closed_total") > evicted
     for s in idle:
         s.close()
@@ -309,7 +309,7 @@ def test_connection_limits_refuse_the_excess_at_once(server):
     time.sleep(0.2)
     start = time.monotonic()
     raw = exchange(server, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n", source="127.0.0.4", timeout=5)
-    assert statuses(raw) == [429] and time.monotonic() - start < 0.5, raw[:300]
+    assert statuses(raw) == [429] and time.monotonic() - start < 1.0, raw[:300]
     assert body_of(raw)["error"]["type"] == "rate_limit_error"
     # Another client is not affected.
     raw = exchange(server, b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", source="127.0.0.5")
