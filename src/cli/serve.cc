@@ -189,7 +189,7 @@ void add_serve(CLI::App& app) {
                   "Largest request header: the request line and all fields (default 32 KiB)")
       ->check(CLI::Range(1024, 1 << 20));
   cmd->add_option("--max-pending-body-bytes", h.max_pending_body_bytes,
-                  "Request body bytes held at once over all connections (default 256 MiB); more get 503")
+                  "Request body bytes held at once over all connections, until parsed (default 64 MiB); more get 503")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--max-connections", h.max_connections,
                   "Connections open at once (default 1024); a newcomer past it closes the longest-idle keep-alive "

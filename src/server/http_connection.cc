@@ -17,6 +17,7 @@ namespace {
 
 constexpr std::size_t kReadChunkBytes = 16 << 10;
 constexpr std::size_t kIdleReadBytes = 4 << 10;
+constexpr std::uint64_t kChunkedReserveBytes = 64 << 10;  // a chunked body's first share of the body budget
 constexpr std::size_t kLingerBytes = 1 << 20;  // a refused body read and dropped, at most
 constexpr auto kLingerTime = std::chrono::seconds(2);
 constexpr auto kProbeDelay = std::chrono::milliseconds(100);     // a quick answer needs no probe
@@ -140,6 +141,9 @@ void HttpConnection::parse() {
   const auto data = buffer_.data();
   const std::size_t used = parser_->feed(std::string_view(static_cast<const char*>(data.data()), data.size()));
   buffer_.consume(used);
+  if (phase_ == Phase::kBody && parser_->chunked() && parser_->state() != RequestParser::State::kRefused &&
+      !grow_body_reservation())
+    return refuse_for_body_budget();
   switch (parser_->state()) {
     case RequestParser::State::kNeedMore:
       if (read_closed_) {
@@ -175,16 +179,12 @@ void HttpConnection::on_header() {
     answer(std::move(*refusal), /*keep_alive=*/!has_body && parser_->keep_alive());
     return;
   }
-  const std::uint64_t want =
-      parser_->chunked() ? options_.limits.max_body_bytes : parser_->content_length().value_or(0);
+  // A chunked body of unknown size reserves as it grows (grow_body_reservation).
+  const std::uint64_t want = parser_->chunked()
+                                 ? std::min<std::uint64_t>(kChunkedReserveBytes, options_.limits.max_body_bytes)
+                                 : parser_->content_length().value_or(0);
   if (want > 0) {
-    if (!host_.reserve_body(want)) {
-      refuse_request(503,
-                     "the server is reading as many request bodies as it may hold at once; retry in a moment "
-                     "(the bound is --max-pending-body-bytes)",
-                     {{"Retry-After", "1"}}, /*keep_alive=*/false);
-      return;
-    }
+    if (!host_.reserve_body(want)) return refuse_for_body_budget();
     body_reserved_ = want;
     if (parser_->expects_continue()) send(std::string(kContinue), false);
     phase_ = Phase::kBody;
@@ -192,6 +192,23 @@ void HttpConnection::on_header() {
   }
   parser_->resume_body();
   parse();
+}
+
+void HttpConnection::refuse_for_body_budget() {
+  refuse_request(503,
+                 "the server is reading as many request bodies as it may hold at once; retry in a moment (the bound "
+                 "is --max-pending-body-bytes)",
+                 {{"Retry-After", "1"}}, /*keep_alive=*/false);
+}
+
+bool HttpConnection::grow_body_reservation() {
+  const std::uint64_t held = parser_->request().body.size();
+  if (held <= body_reserved_) return true;
+  const std::uint64_t want =
+      std::min<std::uint64_t>(std::max(2 * body_reserved_, held), options_.limits.max_body_bytes);
+  if (!host_.reserve_body(want - body_reserved_)) return false;
+  body_reserved_ = want;
+  return true;
 }
 
 void HttpConnection::dispatch() {

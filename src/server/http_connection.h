@@ -94,6 +94,9 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void on_read(const boost::system::error_code& ec, std::size_t n);
   void parse();
   void on_header();
+  // A chunked body holds more than it reserved: reserve more, false when the budget is spent.
+  bool grow_body_reservation();
+  void refuse_for_body_budget();
   void dispatch();
   void on_end_of_input();
   void probe();

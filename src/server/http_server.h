@@ -34,7 +34,7 @@ struct HttpServerOptions {
   std::chrono::milliseconds keep_alive_timeout{5'000};  // idle before a request's first byte
   std::chrono::milliseconds write_timeout{30'000};      // a write that makes no progress
   std::size_t max_unsent_bytes = 1 << 20;               // a streaming handler waits above this
-  std::uint64_t max_pending_body_bytes = 256ull << 20;  // bodies being read or parsed, all connections
+  std::uint64_t max_pending_body_bytes = 64ull << 20;   // bodies being read or parsed, all connections
   int max_workers = 1024;                               // threads running handlers, at most
   int backlog = 4096;
 };

@@ -20,6 +20,7 @@ import pytest
 from conftest import start_folio_server
 
 MAX_BODY = 2_000_000
+PENDING_BODIES = 5_000_000
 HEADER_TIMEOUT = 2
 MAX_CONNECTIONS = 300
 PER_CLIENT = 120
@@ -29,7 +30,7 @@ ARGS = ["--max-model-len", "512", "--kv-cache-memory", "64MiB", "--max-body-byte
         "--header-timeout", str(HEADER_TIMEOUT), "--body-timeout", "3", "--keep-alive-timeout", "3",
         "--max-connections", str(MAX_CONNECTIONS), "--max-connections-per-client", str(PER_CLIENT),
         "--max-waiting", "16", "--max-choices-per-client", str(CHOICES_PER_CLIENT),
-        "--max-choices-per-request", str(CHOICES_PER_REQUEST)]
+        "--max-choices-per-request", str(CHOICES_PER_REQUEST), "--max-pending-body-bytes", str(PENDING_BODIES)]
 
 
 @pytest.fixture(scope="module")
@@ -235,6 +236,35 @@ def test_bodies_are_bounded_before_they_are_read(server):
     raw = exchange(server, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n\r\n{}")
     assert statuses(raw) == [411], raw[:200]
     assert rss_mib(server) - before < 32
+
+
+def test_bodies_held_at_once_are_bounded_across_connections(server):
+    # Two bodies of 2 MB being sent slowly fit the 5 MB budget; a third does not, chunked or not.
+    held = []
+    for _ in range(2):
+        s = connect(server)
+        s.sendall(b"POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n{" % MAX_BODY)
+        held.append(s)
+    time.sleep(0.2)
+    raw = exchange(server, b"POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n{" % MAX_BODY)
+    assert statuses(raw) == [503] and "--max-pending-body-bytes" in body_of(raw)["error"]["message"], raw[:300]
+    s = connect(server)
+    s.sendall(b"POST /tokenize HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+    for _ in range(20):
+        try:
+            s.sendall(b"%x\r\n" % 100_000 + b"a" * 100_000 + b"\r\n")
+        except OSError:
+            break
+    s.shutdown(socket.SHUT_WR)
+    raw = read_until_close(s)
+    s.close()
+    assert statuses(raw) == [503], raw[:300]
+    for s in held:
+        s.close()
+    # The budget comes back: a body fits again.
+    time.sleep(0.2)
+    r = httpx.post(server.url + "/tokenize", json={"prompt": "a" * 1_000_000}, timeout=30)
+    assert r.status_code == 200, r.text[:200]
 
 
 def test_json_that_costs_cpu_or_overflows_is_refused_quickly(server):
