@@ -7,6 +7,7 @@
 
 #include "server/api_error.h"
 #include "server/chat_prompt.h"
+#include "server/structured_output.h"
 #include "server/utf8_text.h"
 #include "tokenizer/jinja/error.h"
 
@@ -218,6 +219,14 @@ GenerationJob read_common(const Json& body, const ModelContext& model, Endpoint 
   job.params = read_sampling(body, model);
   job.speculative = get_bool(body, "speculative").value_or(true);
   read_stream_flags(body, job);
+  if (auto c = read_constraint(body)) {
+    if (model.constraints == nullptr) bad_request(c->param, "this server does not constrain outputs");
+    try {
+      job.params.constraint = model.constraints->compile(c->spec);
+    } catch (const ConstraintError& e) {
+      bad_request(c->param, e.what());
+    }
+  }
   return job;
 }
 
