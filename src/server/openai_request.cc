@@ -352,11 +352,6 @@ GenerationJob parse_chat_request(const Json& body, const ModelContext& model) {
   if (!job.logprobs) job.params.logprobs.reset();
   if (auto tools = body.find("tools"); tools != body.end() && !tools->is_null() && !(tools->is_array() && tools->empty()))
     bad_request("tools", "tools (function calling) are not supported yet; leave them out");
-  if (const Json* format = get_object(body, "response_format")) {
-    auto type = format->find("type");
-    if (type == format->end() || !type->is_string() || type->get<std::string>() != "text")
-      bad_request("response_format", "only response_format {\"type\": \"text\"} is supported");
-  }
   const bool add_generation_prompt = get_bool(body, "add_generation_prompt").value_or(true);
   job.prompts.push_back(tokenize_chat(body, model, add_generation_prompt, /*add_special_tokens=*/false));
   check_prompt_length(job.prompts[0], model, "messages");

@@ -38,6 +38,16 @@ std::string ebnf_literal(const std::string& s) {
   return out + "\"";
 }
 
+// xgrammar's message without the "[time] file.cc:line: " it starts with.
+std::string xgrammar_message(std::string what) {
+  if (!what.empty() && what.front() == '[') {
+    if (auto end = what.find("] "); end != std::string::npos) what.erase(0, end + 2);
+  }
+  if (auto colon = what.find(": "); colon != std::string::npos && what.find(".cc:") < colon) what.erase(0, colon + 2);
+  while (!what.empty() && (what.back() == '\n' || what.back() == ' ')) what.pop_back();
+  return what;
+}
+
 }  // namespace
 
 std::string ConstraintSpec::key() const {
@@ -152,9 +162,7 @@ std::shared_ptr<const CompiledConstraint> ConstraintCompiler::compile_uncached(c
   } catch (const ConstraintError&) {
     throw;
   } catch (const std::exception& e) {
-    std::string what = e.what();
-    while (!what.empty() && (what.back() == '\n' || what.back() == ' ')) what.pop_back();
-    throw ConstraintError(fmt::format("the {} cannot be compiled: {}", kind_name(spec.kind), what));
+    throw ConstraintError(fmt::format("the {} cannot be compiled: {}", kind_name(spec.kind), xgrammar_message(e.what())));
   }
   return std::make_shared<const CompiledConstraint>(std::move(impl));
 }
