@@ -60,6 +60,38 @@ std::vector<BackendUnderTest> test_backends() {
   sealed.options.num_threads = 2;
   sealed.q8_activations = CpuFeatures::detect().avx2;
   out.push_back(sealed);
+  // The GPU, where there is one (its absence is one skipped test,
+  // CudaBackend.IsUsableHere). Its transcendental functions are CUDA's, not
+  // glibc's, so rope, gates and routing weights are within float_ops of the
+  // reference rather than its bits; decoding, KV writes, gathers, combining
+  // and sampling stay exact.
+  if (backend_unavailable("cuda").empty()) {
+    BackendUnderTest cuda;
+    cuda.label = "cuda";
+    cuda.options.name = "cuda";
+    cuda.exact_elementwise = false;
+    out.push_back(cuda);
+    BackendUnderTest bf16 = cuda;
+    bf16.label = "cuda_bf16";
+    bf16.options.activations = DType::BF16;
+    bf16.rounding = 0x1p-8;
+    out.push_back(bf16);
+    // cuBLAS for more than 8 rows: f32 products, and bf16 ones whose weights
+    // are rounded to bf16 first (half a unit of 2^-8 on each |w x|).
+    BackendUnderTest cublas = cuda;
+    cublas.label = "cuda_cublas";
+    cublas.options.batch_invariant = false;
+    cublas.batch_invariant = false;
+    cublas.matmul_only = true;
+    out.push_back(cublas);
+    BackendUnderTest cublas_bf16 = bf16;
+    cublas_bf16.label = "cuda_cublas_bf16";
+    cublas_bf16.options.batch_invariant = false;
+    cublas_bf16.batch_invariant = false;
+    cublas_bf16.matmul_only = true;
+    cublas_bf16.float_ops = 0x1p-8;
+    out.push_back(cublas_bf16);
+  }
   return out;
 }
 
