@@ -106,23 +106,6 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock) attention_kernel(Attentio
   }
 }
 
-// kv_dtype.cc's scale_for: the f16 scale mapping amax to `top`, and the
-// inverse of the rounded scale.
-struct Scale {
-  std::uint16_t bits;
-  float inverse;
-};
-__device__ __forceinline__ Scale scale_for(float amax, float top) {
-  const std::uint16_t bits = f32_to_f16_bits(fminf(__fdiv_rn(amax, top), 65504.0f));
-  const float d = f16_bits_to_f32(bits);
-  return {bits, d == 0.0f ? 0.0f : __fdiv_rn(1.0f, d)};
-}
-
-__device__ __forceinline__ std::int8_t to_q8(float v) {
-  if (isnan(v)) return 0;
-  return static_cast<std::int8_t>(static_cast<int>(fminf(fmaxf(rintf(v), -127.0f), 127.0f)));
-}
-
 // One warp per (token, KV head, pool): the row encoded from its own numbers.
 __global__ void write_kv_kernel(WriteKvLaunch a) {
   const std::int64_t item = static_cast<std::int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
@@ -156,7 +139,7 @@ __global__ void write_kv_kernel(WriteKvLaunch a) {
     case KvDType::kQ8_0:
       for (int b = 0; b < p.dim / 32; ++b) {
         const float x = load_act(src, x0 + 32 * b + lane, a.kind);
-        const Scale sc = scale_for(warp_max(fmaxf(0.0f, fabsf(x))), 127.0f);
+        const KvScale sc = kv_scale_for(warp_max(fmaxf(0.0f, fabsf(x))), 127.0f);
         static_cast<std::int8_t*>(p.codes)[row * p.row_bytes + 32 * b + lane] = to_q8(__fmul_rn(x, sc.inverse));
         if (lane == 0) p.scales[row * p.row_scales + b] = sc.bits;
       }
@@ -164,7 +147,7 @@ __global__ void write_kv_kernel(WriteKvLaunch a) {
     case KvDType::kFp8E4M3: {
       float amax = 0.0f;
       for (int d = lane; d < p.dim; d += 32) amax = fmaxf(amax, fabsf(load_act(src, x0 + d, a.kind)));
-      const Scale sc = scale_for(warp_max(amax), 448.0f);
+      const KvScale sc = kv_scale_for(warp_max(amax), 448.0f);
       for (int d = lane; d < p.dim; d += 32)
         static_cast<std::uint8_t*>(p.codes)[row * p.row_bytes + d] =
             f32_to_fp8_e4m3(__fmul_rn(load_act(src, x0 + d, a.kind), sc.inverse));

@@ -60,6 +60,16 @@ void check_weight_type(const Tensor& w, const char* op) {
   if (w.layout != Layout::kGguf) fail("cuda backend: {} weights must be in GGUF's block order", op);
 }
 
+// cudaMalloc, or an Error that says how much was free and what to do.
+void* device_malloc(std::size_t bytes, const char* what, const std::string& advice) {
+  void* p = nullptr;
+  if (cudaMalloc(&p, bytes) == cudaSuccess) return p;
+  cudaGetLastError();
+  std::size_t free_bytes = 0, total_bytes = 0;
+  cudaMemGetInfo(&free_bytes, &total_bytes);
+  fail("out of GPU memory allocating {} of {} bytes ({} of {} free); {}", what, bytes, free_bytes, total_bytes, advice);
+}
+
 cuda::KvPoolArgs pool_args(const KvPool& p, const char* what) {
   cuda::KvPoolArgs a;
   a.codes = on_device(p.codes, what).data;
@@ -137,26 +147,14 @@ void* CudaBackend::scratch(std::size_t bytes) {
     scratch_ = nullptr;
     scratch_bytes_ = 0;
   }
-  if (cudaMalloc(&scratch_, bytes) != cudaSuccess) {
-    cudaGetLastError();
-    fail("out of GPU memory: the ops need {} bytes of scratch", bytes);
-  }
+  scratch_ = device_malloc(bytes, "the ops' scratch", "lower --max-num-seqs");
   scratch_bytes_ = bytes;
   return scratch_;
 }
 
 Buffer CudaBackend::allocate(std::size_t bytes) {
   if (bytes == 0) return {};
-  void* p = nullptr;
-  if (cudaMalloc(&p, bytes) != cudaSuccess) {
-    cudaGetLastError();
-    std::size_t free_bytes = 0, total_bytes = 0;
-    cudaMemGetInfo(&free_bytes, &total_bytes);
-    fail(
-        "out of GPU memory allocating {} bytes ({} of {} free); lower --kv-cache-memory or "
-        "--max-num-batched-tokens",
-        bytes, free_bytes, total_bytes);
-  }
+  void* p = device_malloc(bytes, "a buffer", "lower --kv-cache-memory or --max-num-batched-tokens");
   check(cudaMemsetAsync(p, 0, bytes, stream_), "cudaMemsetAsync");
   *buffer_bytes_ += bytes;
   auto counter = buffer_bytes_;
@@ -199,14 +197,7 @@ Buffer CudaBackend::load_weight(Tensor& w) {
   FOLIO_CHECK(w.device == Device::kCpu && w.layout == Layout::kGguf);
   const std::size_t bytes = w.bytes();
   if (bytes == 0) return {};
-  void* p = nullptr;
-  if (cudaMalloc(&p, bytes) != cudaSuccess) {
-    cudaGetLastError();
-    std::size_t free_bytes = 0, total_bytes = 0;
-    cudaMemGetInfo(&free_bytes, &total_bytes);
-    fail("out of GPU memory loading a weight of {} bytes ({} of {} free; {} bytes of weights loaded so far)", bytes,
-         free_bytes, total_bytes, weight_bytes_);
-  }
+  void* p = device_malloc(bytes, "a weight", fmt::format("{} bytes of weights are loaded so far", weight_bytes_));
   check(cudaMemcpy(p, w.data, bytes, cudaMemcpyHostToDevice), "weight upload");
   w.data = p;
   w.device = Device::kCuda;

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "backend/cuda/dequant.cuh"
+#include "backend/cuda/device_math.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch_check.h"
 

@@ -73,7 +73,7 @@ __device__ Walked rank_walk(const float* P, std::int64_t V, float max_logit, flo
       sh.mass = mass;
     }
     __syncthreads();
-    if (sh.found >= 0) break;
+    if (sh.found >= 0 || m == 0) break;
     done += m;
     has_lower = true;
     lower = upper;
