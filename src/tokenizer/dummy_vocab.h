@@ -1,8 +1,8 @@
 // dummy_vocab: the tokenizer of a --load-format dummy model, which has no
-// file to read one from: byte-level BPE over the 256 byte tokens (one merge,
-// so that the vocab is well formed), an end-of-text control token, and
-// unused tokens up to the model's vocabulary size. Any text encodes (one
-// token a byte) and every id decodes, so run, serve and bench work as usual.
+// file to read one from: byte-level BPE over the 256 byte tokens with merges
+// of letter pairs, an end-of-text control token, and unused tokens up to the
+// model's vocabulary size. Any text encodes (English in about two characters
+// a token) and every id decodes, so run, serve and bench work as usual.
 #pragma once
 
 #include <cstdint>
@@ -11,7 +11,7 @@
 
 namespace folio {
 
-// A finished vocab of `size` tokens (at least 258).
+// A finished vocab of `size` tokens (at least 1,024).
 Vocab dummy_vocab(std::int64_t size);
 
 }  // namespace folio
