@@ -142,15 +142,20 @@ for case in ET.parse(sys.argv[1]).getroot().iter("testcase"):
     props = {p.get("name"): p.get("value") for p in case.iter("property")}
     rel = float(props.get("worst_relative_error", "0"))
     used = float(props.get("worst_bound_used", "0"))
-    ok = case.find("failure") is None and case.get("result") != "skipped"
+    skipped = case.get("result") == "skipped"
+    ok = case.find("failure") is None and not skipped
     key = (label, op.split(".")[0])
-    w = worst.setdefault(key, [0, 0, 0.0, 0.0])
+    w = worst.setdefault(key, [0, 0, 0, 0.0, 0.0])
     w[0] += 1
     w[1] += ok
-    w[2] = max(w[2], rel)
-    w[3] = max(w[3], used)
-for (label, suite), (n, ok, rel, used) in sorted(worst.items()):
-    print(f"  {label:<17} {suite:<13} {ok}/{n} pass, worst |err|/max(|ref|,1) {rel:.2g}, {used:.2g} of the bound")
+    w[2] += skipped
+    w[3] = max(w[3], rel)
+    w[4] = max(w[4], used)
+# Per backend and op group: tests passed, the worst |got - ref| / max(|ref|, 1)
+# and the largest share of its bound any output used (1: at the bound).
+for (label, suite), (n, ok, skipped, rel, used) in sorted(worst.items()):
+    extra = f" ({skipped} skipped)" if skipped else ""
+    print(f"  {label:<17} {suite:<13} {ok}/{n - skipped} pass{extra}, worst err {rel:.2g}, {used:.2g} of the bound")
 EOF
 fi
 
