@@ -2,9 +2,9 @@
 # instead of the system's packages, for machines that have a compiler and the
 # CUDA toolkit but no Debian -dev packages (the GPU machine): {fmt} and
 # nlohmann-json header-only, PCRE2 as a static library, GoogleTest from
-# source. The server and the folio binary need CLI11 and cpp-httplib (a
-# compiled library in Debian) and are left out; the tests, tools and the
-# engine are all there.
+# source. The server and the folio binary need CLI11 and Boost's Beast
+# and Asio (header-only, but tens of MiB of headers against the call's 64 MiB)
+# and are left out; the tests, tools and the engine are all there.
 set(kit "${FOLIO_DEPS_KIT}")
 foreach(f include/fmt/core.h include/nlohmann/json.hpp include/pcre2.h lib/libpcre2-8.a googletest/CMakeLists.txt)
   if(NOT EXISTS "${kit}/${f}")

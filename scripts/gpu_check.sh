@@ -26,8 +26,8 @@
 # working tree plus a dependency kit made here by scripts/gpu_kit.sh
 # (.gpu-kit/, ~6 MB, git-ignored, carried with the call): header-only {fmt}
 # and nlohmann-json, PCRE2's static library, and GoogleTest's sources. The
-# server and the folio binary are not built (Debian's cpp-httplib is a compiled
-# library, not a header), so the speed figure comes from
+# server and the folio binary are not built (Boost's headers would outweigh
+# the rest of the call), so the speed figure comes from
 # tests/tools/folio_decode_speed, which drives the same engine. Only sm_90a
 # (or the GPU's own architecture) is compiled there, to keep the build short.
 #

@@ -9,8 +9,8 @@
 #   googletest/                     GoogleTest and GoogleMock sources (BSD-3), built there
 #   licenses/                       each package's copyright file
 # cmake/deps_kit.cmake reads it (-DFOLIO_DEPS_KIT=$PWD/.gpu-kit). The server
-# and the folio binary are not built from a kit: Debian's cpp-httplib is a
-# compiled library (with OpenSSL), not a header, so they stay out.
+# and the folio binary are not built from a kit: Boost's Beast and Asio
+# headers would take much of the 64 MiB a call carries, so they stay out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 kit=.gpu-kit

@@ -53,7 +53,9 @@ def run_text(folio, model, flags, tokens, extra=()):
 def perplexity(folio, model, ctx, chunks):
     out = subprocess.run([folio, "perplexity", "-m", model, "-f", TEXT, "--ctx", str(ctx), "--chunks", str(chunks)],
                          check=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True).stdout
-    return re.sub(r", [\d.]+ s \([\d.]+ tok/s\)", "", out).strip().splitlines()
+    # Timings and the loading line (its size figure is not an output) left out.
+    lines = re.sub(r", [\d.]+ s \([\d.]+ tok/s\)", "", out).strip().splitlines()
+    return [line for line in lines if not line.startswith("loading ")]
 
 
 def post(url, body):

@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # Fuzzes the GGUF reader: builds tests/fuzz/gguf_fuzz with clang (libFuzzer, ASan,
 # UBSan) in its own build directory, seeds it with the hostile corpus and valid
-# files, and runs it for FOLIO_FUZZ_SECONDS (default 60). Fails on any crash.
+# files, and runs it for FOLIO_FUZZ_SECONDS (default 60); then the HTTP request
+# parser (tests/fuzz/request_parser_fuzz) for FOLIO_FUZZ_HTTP_SECONDS (default
+# 30). Fails on any crash.
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(dirname "$here")"
 build_dir="${FOLIO_FUZZ_BUILD_DIR:-$root/build-fuzz}"
 seconds="${FOLIO_FUZZ_SECONDS:-60}"
+http_seconds="${FOLIO_FUZZ_HTTP_SECONDS:-30}"
 
 CC=clang CXX=clang++ cmake -S "$root" -B "$build_dir" -G Ninja \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFOLIO_FUZZ=ON -DFOLIO_BUILD_TESTS=OFF -DFOLIO_WERROR=ON >/dev/null
-cmake --build "$build_dir" --target gguf_fuzz
+cmake --build "$build_dir" --target gguf_fuzz request_parser_fuzz
 
 # The working corpus persists between runs so coverage accumulates; seeds are
 # rewritten every time from the sources.
@@ -53,3 +56,32 @@ echo "run_fuzz: fuzzing the GGUF reader for ${seconds}s (crashes are saved in $w
   -rss_limit_mb=2048 -malloc_limit_mb=16 \
   -dict="$work/gguf.dict" -artifact_prefix="$work/artifacts/" -print_final_stats=1 \
   "$work/corpus" "$work/seeds"
+
+# The HTTP request parser, seeded with requests of every framing it takes and
+# some it refuses; the first byte of an input picks how the rest is cut.
+http="$build_dir/fuzz/http"
+mkdir -p "$http/corpus" "$http/artifacts"
+rm -rf "$http/seeds"
+mkdir -p "$http/seeds"
+printf '\x07GET /v1/models?x=1 HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer k\r\n\r\n' >"$http/seeds/get"
+printf '\x01POST /v1/completions HTTP/1.1\r\nHost: a\r\nContent-Length: 13\r\n\r\n{"prompt": 1}' >"$http/seeds/post"
+printf '\x03POST /t HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n4;x=y\r\nabcd\r\n0\r\nT: v\r\n\r\n' \
+  >"$http/seeds/chunked"
+printf '\x05POST /t HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n{}' >"$http/seeds/both"
+printf '\x09GET /a%%0d%%0ab HTTP/1.0\r\nExpect: 100-continue\r\nX: a\r\n b\r\n\r\n' >"$http/seeds/odd"
+cat >"$http/http.dict" <<'DICT'
+crlf="\x0d\x0a"
+end="\x0d\x0a\x0d\x0a"
+cl="Content-Length: "
+te="Transfer-Encoding: chunked"
+ce="Content-Encoding: gzip"
+host="Host: a"
+expect="Expect: 100-continue"
+version="HTTP/1.1"
+pct="%00"
+DICT
+echo "run_fuzz: fuzzing the HTTP request parser for ${http_seconds}s (crashes are saved in $http/artifacts)"
+"$build_dir/fuzz/request_parser_fuzz" \
+  -max_total_time="$http_seconds" -max_len=8192 -timeout=10 -rss_limit_mb=2048 \
+  -dict="$http/http.dict" -artifact_prefix="$http/artifacts/" -print_final_stats=1 \
+  "$http/corpus" "$http/seeds"

@@ -12,7 +12,7 @@ build_dir="${FOLIO_BUILD_DIR:-$root/build}"
 debian_packages=(
   build-essential cmake ninja-build pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev
-  libcli11-dev libfmt-dev nlohmann-json3-dev libpcre2-dev libcpp-httplib-dev
+  libcli11-dev libfmt-dev nlohmann-json3-dev libpcre2-dev libboost1.81-dev
   clang libclang-rt-14-dev
   python3-venv
 )

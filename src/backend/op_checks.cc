@@ -7,10 +7,12 @@
 namespace folio::op_checks {
 namespace {
 
-template <typename... Args>
-void need(bool ok, const char* op, fmt::format_string<Args...> what, Args&&... args) {
-  if (!ok) fail("backend op {}: {}", op, fmt::format(what, std::forward<Args>(args)...));
-}
+// Checks run on every op of every step: the message (and the shapes in it)
+// is formatted only when a check fails.
+#define FOLIO_NEED(ok, op, ...)                                                      \
+  do {                                                                           \
+    if (!(ok)) fail("backend op {}: {}", op, fmt::format(__VA_ARGS__));          \
+  } while (false)
 
 // "[3, 64] f16" for a message.
 std::string desc(const Tensor& t) { return fmt::format("{} {}", t.shape_string(), name(t.dtype)); }
@@ -18,40 +20,40 @@ std::string desc(const Tensor& t) { return fmt::format("{} {}", t.shape_string()
 }  // namespace
 
 void activations(const Tensor& x, DType act, const char* op) {
-  need(x.dtype == act, op, "{} must be {}, the backend's activation type", desc(x), name(act));
+  FOLIO_NEED(x.dtype == act, op, "{} must be {}, the backend's activation type", desc(x), name(act));
 }
 
 void embedding(const Tensor& table, const Tensor& ids, const Tensor& out, DType act) {
-  need(ids.dtype == DType::I32, "embedding", "ids {} must be i32", desc(ids));
+  FOLIO_NEED(ids.dtype == DType::I32, "embedding", "ids {} must be i32", desc(ids));
   activations(out, act, "embedding");
-  need(out.rows() == ids.numel() && out.cols() == table.cols(), "embedding",
+  FOLIO_NEED(out.rows() == ids.numel() && out.cols() == table.cols(), "embedding",
        "out {} must be [num_ids, dim] for ids {} and table {}", desc(out), desc(ids), desc(table));
 }
 
 void matmul(const Tensor& w, const Tensor& x, const Tensor& y, const Tensor* bias, DType act) {
   activations(x, act, "matmul");
-  need(y.dtype == act || y.dtype == DType::F32, "matmul", "y {} must be {} or f32", desc(y), name(act));
-  need(x.cols() == w.cols(), "matmul", "x {} rows must be as long as w {} rows", desc(x), desc(w));
-  need(y.rows() == x.rows() && y.cols() == w.rows(), "matmul", "y {} must be [x rows, w rows] for x {} and w {}",
+  FOLIO_NEED(y.dtype == act || y.dtype == DType::F32, "matmul", "y {} must be {} or f32", desc(y), name(act));
+  FOLIO_NEED(x.cols() == w.cols(), "matmul", "x {} rows must be as long as w {} rows", desc(x), desc(w));
+  FOLIO_NEED(y.rows() == x.rows() && y.cols() == w.rows(), "matmul", "y {} must be [x rows, w rows] for x {} and w {}",
        desc(y), desc(x), desc(w));
-  need(bias == nullptr || (bias->dtype == DType::F32 && bias->numel() == w.rows()), "matmul",
+  FOLIO_NEED(bias == nullptr || (bias->dtype == DType::F32 && bias->numel() == w.rows()), "matmul",
        "bias {} must be f32 [w rows] for w {}", bias ? desc(*bias) : "", desc(w));
 }
 
 void rms_norm(const Tensor& x, const Tensor& w, const Tensor& out, DType act) {
   activations(x, act, "rms_norm");
   activations(out, act, "rms_norm");
-  need(w.dtype == DType::F32, "rms_norm", "the norm weight {} must be f32", desc(w));
-  need(w.numel() == x.cols() && out.numel() == x.numel(), "rms_norm", "x {}, w {} and out {} disagree", desc(x),
+  FOLIO_NEED(w.dtype == DType::F32, "rms_norm", "the norm weight {} must be f32", desc(w));
+  FOLIO_NEED(w.numel() == x.cols() && out.numel() == x.numel(), "rms_norm", "x {}, w {} and out {} disagree", desc(x),
        desc(w), desc(out));
 }
 
 void rope(const Tensor& x, const Tensor& positions, const RopeTable& table, DType act) {
   activations(x, act, "rope");
-  need(x.ndim == 3, "rope", "x {} must be [tokens, heads, head_dim]", desc(x));
-  need(positions.dtype == DType::I32 && positions.numel() == x.shape[0], "rope",
+  FOLIO_NEED(x.ndim == 3, "rope", "x {} must be [tokens, heads, head_dim]", desc(x));
+  FOLIO_NEED(positions.dtype == DType::I32 && positions.numel() == x.shape[0], "rope",
        "positions {} must be one i32 per token of x {}", desc(positions), desc(x));
-  need(table.dim <= x.shape[2] && table.dim % 2 == 0 && table.inv_freq.dtype == DType::F32 &&
+  FOLIO_NEED(table.dim <= x.shape[2] && table.dim % 2 == 0 && table.inv_freq.dtype == DType::F32 &&
            table.inv_freq.numel() == table.dim / 2,
        "rope", "the table (dim {}, inv_freq {}) does not fit x {}", table.dim, desc(table.inv_freq), desc(x));
 }
@@ -59,21 +61,21 @@ void rope(const Tensor& x, const Tensor& positions, const RopeTable& table, DTyp
 void same_shape(const Tensor& a, const Tensor& b, DType act, const char* op) {
   activations(a, act, op);
   activations(b, act, op);
-  need(a.numel() == b.numel(), op, "{} and {} differ in element count", desc(a), desc(b));
+  FOLIO_NEED(a.numel() == b.numel(), op, "{} and {} differ in element count", desc(a), desc(b));
 }
 
 void paged_kv(const PagedKv& kv, const char* op) {
-  need(kv.k.codes.ndim == 4 && kv.v.codes.ndim == 4, op,
+  FOLIO_NEED(kv.k.codes.ndim == 4 && kv.v.codes.ndim == 4, op,
        "cache pools K {} and V {} must be [blocks, kv_heads, block_size, row]", desc(kv.k.codes), desc(kv.v.codes));
   for (int d = 0; d < 3; ++d)
-    need(kv.k.codes.shape[d] == kv.v.codes.shape[d], op, "K pool {} and V pool {} disagree in shape",
+    FOLIO_NEED(kv.k.codes.shape[d] == kv.v.codes.shape[d], op, "K pool {} and V pool {} disagree in shape",
          desc(kv.k.codes), desc(kv.v.codes));
-  need(kv.k.codes.shape[2] == kv.block_size, op, "pool rows per block ({}) must equal the block size {}",
+  FOLIO_NEED(kv.k.codes.shape[2] == kv.block_size, op, "pool rows per block ({}) must equal the block size {}",
        kv.k.codes.shape[2], kv.block_size);
   for (const KvPool* p : {&kv.k, &kv.v}) {
-    need(p->codes.cols() == (is_scaled(p->type) ? p->row_bytes() : p->dim), op,
+    FOLIO_NEED(p->codes.cols() == (is_scaled(p->type) ? p->row_bytes() : p->dim), op,
          "pool {} of {} rows of {} numbers has rows of the wrong length", desc(p->codes), name(p->type), p->dim);
-    need(!is_scaled(p->type) || (p->scales.numel() == p->codes.rows() * p->row_scales()), op,
+    FOLIO_NEED(!is_scaled(p->type) || (p->scales.numel() == p->codes.rows() * p->row_scales()), op,
          "a scaled pool {} needs {} scales per row, has {}", desc(p->codes), p->row_scales(), desc(p->scales));
   }
 }
@@ -82,11 +84,11 @@ void write_kv(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, cons
   paged_kv(kv, "write_kv");
   activations(k, act, "write_kv");
   activations(v, act, "write_kv");
-  need(slot_mapping.dtype == DType::I32 && slot_mapping.numel() == k.shape[0], "write_kv",
+  FOLIO_NEED(slot_mapping.dtype == DType::I32 && slot_mapping.numel() == k.shape[0], "write_kv",
        "slot_mapping {} must be one i32 slot per token of k {}", desc(slot_mapping), desc(k));
-  need(k.numel() == k.shape[0] * kv.num_kv_heads() * kv.head_dim(), "write_kv",
+  FOLIO_NEED(k.numel() == k.shape[0] * kv.num_kv_heads() * kv.head_dim(), "write_kv",
        "k {} must be [tokens, {} kv_heads, {} head_dim]", desc(k), kv.num_kv_heads(), kv.head_dim());
-  need(v.numel() == v.shape[0] * kv.num_kv_heads() * kv.value_head_dim(), "write_kv",
+  FOLIO_NEED(v.numel() == v.shape[0] * kv.num_kv_heads() * kv.value_head_dim(), "write_kv",
        "v {} must be [tokens, {} kv_heads, {} value_head_dim]", desc(v), kv.num_kv_heads(), kv.value_head_dim());
 }
 
@@ -94,87 +96,88 @@ void attention(const Tensor& q, const PagedKv& kv, const AttentionMetadata& meta
   paged_kv(kv, "attention");
   activations(q, act, "attention");
   activations(out, act, "attention");
-  need(q.ndim == 3 && q.shape[2] == kv.head_dim(), "attention", "q {} must be [tokens, heads, {} head_dim]", desc(q),
+  FOLIO_NEED(q.ndim == 3 && q.shape[2] == kv.head_dim(), "attention", "q {} must be [tokens, heads, {} head_dim]", desc(q),
        kv.head_dim());
-  need(q.shape[1] % kv.num_kv_heads() == 0, "attention", "q's {} heads must be a multiple of the {} KV heads",
+  FOLIO_NEED(q.shape[1] % kv.num_kv_heads() == 0, "attention", "q's {} heads must be a multiple of the {} KV heads",
        q.shape[1], kv.num_kv_heads());
-  need(out.numel() == q.shape[0] * q.shape[1] * kv.value_head_dim(), "attention",
+  FOLIO_NEED(out.numel() == q.shape[0] * q.shape[1] * kv.value_head_dim(), "attention",
        "out {} must be [tokens, heads, {} value_head_dim] for q {}", desc(out), kv.value_head_dim(), desc(q));
-  need(meta.num_tokens == q.shape[0], "attention", "the metadata counts {} tokens, q {} has {}", meta.num_tokens,
+  FOLIO_NEED(meta.num_tokens == q.shape[0], "attention", "the metadata counts {} tokens, q {} has {}", meta.num_tokens,
        desc(q), q.shape[0]);
-  need(meta.block_tables.numel() >= meta.num_seqs * meta.max_blocks_per_seq, "attention",
+  FOLIO_NEED(meta.block_tables.numel() >= meta.num_seqs * meta.max_blocks_per_seq, "attention",
        "block_tables {} are smaller than {} sequences of {} blocks", desc(meta.block_tables), meta.num_seqs,
        meta.max_blocks_per_seq);
 }
 
 void gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out) {
-  need(rows.dtype == DType::I32, "gather_rows", "rows {} must be i32", desc(rows));
-  need(out.dtype == x.dtype && out.cols() == x.cols() && out.rows() == rows.numel(), "gather_rows",
+  FOLIO_NEED(rows.dtype == DType::I32, "gather_rows", "rows {} must be i32", desc(rows));
+  FOLIO_NEED(out.dtype == x.dtype && out.cols() == x.cols() && out.rows() == rows.numel(), "gather_rows",
        "out {} must be [num_rows, cols] of x {} for rows {}", desc(out), desc(x), desc(rows));
 }
 
 void moe_route(const Tensor& router_logits, const Tensor& ids, const Tensor& weights, DType act) {
   activations(router_logits, act, "moe_route");
-  need(router_logits.ndim == 2, "moe_route", "router_logits {} must be [tokens, experts]", desc(router_logits));
-  need(ids.dtype == DType::I32 && weights.dtype == DType::F32, "moe_route", "ids {} must be i32 and weights {} f32",
+  FOLIO_NEED(router_logits.ndim == 2, "moe_route", "router_logits {} must be [tokens, experts]", desc(router_logits));
+  FOLIO_NEED(ids.dtype == DType::I32 && weights.dtype == DType::F32, "moe_route", "ids {} must be i32 and weights {} f32",
        desc(ids), desc(weights));
-  need(ids.rows() == router_logits.rows() && weights.rows() == ids.rows() && weights.cols() == ids.cols(), "moe_route",
+  FOLIO_NEED(ids.rows() == router_logits.rows() && weights.rows() == ids.rows() && weights.cols() == ids.cols(), "moe_route",
        "ids {} and weights {} must be [tokens, k] for router_logits {}", desc(ids), desc(weights),
        desc(router_logits));
-  need(ids.cols() >= 1 && ids.cols() <= router_logits.cols(), "moe_route", "k = {} must be between 1 and the {} experts",
+  FOLIO_NEED(ids.cols() >= 1 && ids.cols() <= router_logits.cols(), "moe_route", "k = {} must be between 1 and the {} experts",
        ids.cols(), router_logits.cols());
 }
 
 void moe_group(const Tensor& ids, const Tensor& offsets, const Tensor& row_tokens, const Tensor& assignment_rows) {
-  need(ids.dtype == DType::I32 && offsets.dtype == DType::I32 && row_tokens.dtype == DType::I32 &&
+  FOLIO_NEED(ids.dtype == DType::I32 && offsets.dtype == DType::I32 && row_tokens.dtype == DType::I32 &&
            assignment_rows.dtype == DType::I32,
        "moe_group", "ids {}, offsets {}, row_tokens {} and assignment_rows {} must be i32", desc(ids), desc(offsets),
        desc(row_tokens), desc(assignment_rows));
-  need(offsets.numel() >= 2, "moe_group", "offsets {} must be [experts + 1]", desc(offsets));
-  need(row_tokens.numel() == ids.numel() && assignment_rows.numel() == ids.numel(), "moe_group",
+  FOLIO_NEED(offsets.numel() >= 2, "moe_group", "offsets {} must be [experts + 1]", desc(offsets));
+  FOLIO_NEED(row_tokens.numel() == ids.numel() && assignment_rows.numel() == ids.numel(), "moe_group",
        "row_tokens {} and assignment_rows {} must hold one entry per assignment of ids {}", desc(row_tokens),
        desc(assignment_rows), desc(ids));
 }
 
 void expert_matmul(const Tensor& w, const Tensor& x, const Tensor& offsets, const Tensor& y, DType act) {
-  need(w.ndim == 3, "expert_matmul", "w {} must be [experts, out, in]", desc(w));
-  need(offsets.dtype == DType::I32 && offsets.numel() == w.shape[0] + 1, "expert_matmul",
+  FOLIO_NEED(w.ndim == 3, "expert_matmul", "w {} must be [experts, out, in]", desc(w));
+  FOLIO_NEED(offsets.dtype == DType::I32 && offsets.numel() == w.shape[0] + 1, "expert_matmul",
        "offsets {} must be i32 [experts + 1] for w {}", desc(offsets), desc(w));
   activations(x, act, "expert_matmul");
   activations(y, act, "expert_matmul");
-  need(x.cols() == w.cols(), "expert_matmul", "x {} rows must be as long as w {} rows", desc(x), desc(w));
-  need(y.rows() == x.rows() && y.cols() == w.shape[1], "expert_matmul", "y {} must be [x rows, w's out] for x {}, w {}",
+  FOLIO_NEED(x.cols() == w.cols(), "expert_matmul", "x {} rows must be as long as w {} rows", desc(x), desc(w));
+  FOLIO_NEED(y.rows() == x.rows() && y.cols() == w.shape[1], "expert_matmul", "y {} must be [x rows, w's out] for x {}, w {}",
        desc(y), desc(x), desc(w));
 }
 
 void moe_combine(const Tensor& y, const Tensor& assignment_rows, const Tensor& weights, const Tensor& out, DType act) {
   activations(y, act, "moe_combine");
   activations(out, act, "moe_combine");
-  need(weights.dtype == DType::F32, "moe_combine", "weights {} must be f32", desc(weights));
-  need(assignment_rows.dtype == DType::I32 && assignment_rows.numel() == weights.numel(), "moe_combine",
+  FOLIO_NEED(weights.dtype == DType::F32, "moe_combine", "weights {} must be f32", desc(weights));
+  FOLIO_NEED(assignment_rows.dtype == DType::I32 && assignment_rows.numel() == weights.numel(), "moe_combine",
        "assignment_rows {} must be i32 [tokens, k] like weights {}", desc(assignment_rows), desc(weights));
-  need(out.rows() == weights.rows() && out.cols() == y.cols(), "moe_combine",
+  FOLIO_NEED(out.rows() == weights.rows() && out.cols() == y.cols(), "moe_combine",
        "out {} must be [tokens, y cols] for y {} and weights {}", desc(out), desc(y), desc(weights));
-  need(y.rows() == weights.numel(), "moe_combine", "y {} must hold one row per assignment of weights {}", desc(y),
+  FOLIO_NEED(y.rows() == weights.numel(), "moe_combine", "y {} must hold one row per assignment of weights {}", desc(y),
        desc(weights));
 }
 
 void add_sigmoid_gated(const Tensor& x, const Tensor& y, const Tensor& gate, DType act) {
   same_shape(x, y, act, "add_sigmoid_gated");
   activations(gate, act, "add_sigmoid_gated");
-  need(gate.numel() == x.rows(), "add_sigmoid_gated", "gate {} must be [rows, 1] for x {}", desc(gate), desc(x));
+  FOLIO_NEED(gate.numel() == x.rows(), "add_sigmoid_gated", "gate {} must be [rows, 1] for x {}", desc(gate), desc(x));
 }
 
 void sample(const Tensor& logits, const SamplingBatch& b) {
-  need(logits.dtype == DType::F32 && logits.ndim == 2, "sample", "logits {} must be f32 [rows, vocab]", desc(logits));
-  need(b.rows.bytes() == static_cast<std::size_t>(b.num_rows) * sizeof(SamplingRowParams), "sample",
+  FOLIO_NEED(logits.dtype == DType::F32 && logits.ndim == 2, "sample", "logits {} must be f32 [rows, vocab]", desc(logits));
+  FOLIO_NEED(b.rows.bytes() == static_cast<std::size_t>(b.num_rows) * sizeof(SamplingRowParams), "sample",
        "rows {} must hold {} records of {} bytes", desc(b.rows), b.num_rows, sizeof(SamplingRowParams));
-  need(b.results.bytes() >= static_cast<std::size_t>(b.num_rows) * sizeof(SampleResult), "sample",
+  FOLIO_NEED(b.results.bytes() >= static_cast<std::size_t>(b.num_rows) * sizeof(SampleResult), "sample",
        "results {} must hold {} records of {} bytes", desc(b.results), b.num_rows, sizeof(SampleResult));
-  need(b.logprobs.bytes() >= static_cast<std::size_t>(b.num_logprob_rows) * sizeof(LogprobResult), "sample",
+  FOLIO_NEED(b.logprobs.bytes() >= static_cast<std::size_t>(b.num_logprob_rows) * sizeof(LogprobResult), "sample",
        "logprobs {} must hold {} records of {} bytes", desc(b.logprobs), b.num_logprob_rows, sizeof(LogprobResult));
-  need(b.adjustments.bytes() % sizeof(LogitAdjustment) == 0, "sample", "adjustments {} are not whole records of {} bytes",
+  FOLIO_NEED(b.adjustments.bytes() % sizeof(LogitAdjustment) == 0, "sample", "adjustments {} are not whole records of {} bytes",
        desc(b.adjustments), sizeof(LogitAdjustment));
 }
 
 }  // namespace folio::op_checks
+#undef FOLIO_NEED

@@ -5,10 +5,12 @@
 #include <fmt/format.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <filesystem>
@@ -34,7 +36,31 @@ struct ServeOptions {
   EngineOptions engine_flags;
   EngineConfig engine;  // engine_flags resolved
   double shutdown_timeout_s = 30;
+  std::vector<std::string> api_keys;
+  std::string api_key_file;
+  double header_timeout_s = 10, body_timeout_s = 60, keep_alive_timeout_s = 5, write_timeout_s = 30;
 };
+
+std::chrono::milliseconds ms(double seconds) {
+  return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000));
+}
+
+// Every connection is a descriptor: raise the soft limit as far as the hard
+// one allows, and say so when --max-connections still does not fit.
+void make_room_for_connections(int max_connections) {
+  rlimit r{};
+  if (getrlimit(RLIMIT_NOFILE, &r) != 0) return;
+  const rlim_t want = static_cast<rlim_t>(max_connections) + 256;
+  if (r.rlim_cur < want) {
+    r.rlim_cur = r.rlim_max == RLIM_INFINITY ? want : std::min(want, r.rlim_max);
+    setrlimit(RLIMIT_NOFILE, &r);
+  }
+  if (getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < want)
+    std::fprintf(stderr,
+                 "folio: warning: this process may open %llu files but --max-connections %d needs about %llu; "
+                 "raise the limit (ulimit -n) or lower --max-connections\n",
+                 static_cast<unsigned long long>(r.rlim_cur), max_connections, static_cast<unsigned long long>(want));
+}
 
 std::string model_name_of(const std::string& path) { return std::filesystem::path(path).stem().string(); }
 
@@ -62,10 +88,21 @@ void serve(ServeOptions o) {
   const ModelSessionOptions session_options = o.model.resolved();
   if (o.server.served_model_name.empty()) o.server.served_model_name = model_name_of(session_options.model_path);
   o.engine = o.engine_flags.resolved();
+  const char* env_key = std::getenv("FOLIO_API_KEY");
+  o.server.api_keys =
+      server::ApiKeys::load(o.api_keys, o.api_key_file, env_key ? std::optional<std::string>(env_key) : std::nullopt);
+  server::HttpServerOptions& http = o.server.http;
+  http.header_timeout = ms(o.header_timeout_s);
+  http.body_timeout = ms(o.body_timeout_s);
+  http.keep_alive_timeout = ms(o.keep_alive_timeout_s);
+  http.write_timeout = ms(o.write_timeout_s);
+  if (http.max_connections_per_client <= 0) http.max_connections_per_client = std::max(1, http.max_connections / 2);
+  http.max_workers = http.max_connections;
+  make_room_for_connections(http.max_connections);
 
   server::ApiServer api(o.server);
   const int port = api.start();
-  const std::string url = fmt::format("http://{}:{}", o.server.host, port);
+  const std::string url = fmt::format("http://{}:{}", http.host, port);
   std::fprintf(stderr, "folio: listening on %s; loading %s\n", url.c_str(), session_options.model_path.c_str());
 
   // The model loads on a thread of its own so that a signal can still stop
@@ -100,7 +137,7 @@ void serve(ServeOptions o) {
                o.server.served_model_name.c_str(), url.c_str(), load_s, engine->max_model_len(), kv.num_blocks,
                kv.block_size, o.engine.kv_dtype.name().c_str(),
                static_cast<double>(engine->stats().kv_bytes) / (1 << 20),
-               static_cast<std::size_t>(o.server.max_connections));
+               static_cast<std::size_t>(http.max_connections));
 
   int sig = 0;
   while ((sig = wait_signal(signals, std::chrono::milliseconds(1000))) == 0) {
@@ -124,22 +161,56 @@ void add_serve(CLI::App& app) {
   add_model_options(cmd, o->model);
   server::ServerOptions& s = o->server;
   EngineConfig& e = o->engine_flags.config;
-  cmd->add_option("--host", s.host, "Address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)");
-  cmd->add_option("--port", s.port, "Port to listen on (0: any free port)")->check(CLI::Range(0, 65535));
-  cmd->add_option("--api-key", s.api_key, "Require `Authorization: Bearer KEY` (GET /health and /version stay open)");
+  server::HttpServerOptions& h = s.http;
+  h.max_connections_per_client = 0;  // half of --max-connections unless given
+  cmd->add_option("--host", h.host, "Address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)");
+  cmd->add_option("--port", h.port, "Port to listen on (0: any free port)")->check(CLI::Range(0, 65535));
+  cmd->add_option("--api-key", o->api_keys,
+                  "Require `Authorization: Bearer KEY` (repeat for several keys; GET /health and /version stay "
+                  "open). Visible in ps: prefer --api-key-file or FOLIO_API_KEY");
+  cmd->add_option("--api-key-file", o->api_key_file, "File of API keys, one per line (# starts a comment)");
   cmd->add_option("--served-model-name", s.served_model_name,
                   "The model's name in the API (default: the file name without .gguf)");
   add_engine_options(cmd, o->engine_flags);
   cmd->add_option("--max-waiting", e.max_waiting, "Requests queued before new ones get 429")->check(CLI::PositiveNumber);
   cmd->add_option("--max-n", s.max_n, "Most completions per prompt (n) a request may ask for")
       ->check(CLI::Range(1, kMaxCompletions));
-  cmd->add_option("--max-body-bytes", s.max_body_bytes, "Largest request body accepted (default 16 MiB)")
+  cmd->add_option("--max-choices-per-request", s.max_choices_per_request,
+                  "Most completions (prompts x n) one request may ask for (default 64)")
       ->check(CLI::PositiveNumber);
-  // cpp-httplib refuses sockets numbered past FD_SETSIZE (1024), so the
-  // connections served at once stay below it.
-  cmd->add_option("--max-connections", s.max_connections,
-                  "Connections served at once, one thread each (default 512, at most 1000)")
-      ->check(CLI::Range(1, 1000));
+  cmd->add_option("--max-choices-per-client", s.max_choices_per_client,
+                  "Completions one client address may have queued or running (default: half of --max-waiting)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--allow-special-in-messages", s.allow_special_in_messages,
+                "Read special tokens (<|im_start|>, ...) written in chat messages as those tokens, as before; "
+                "unsafe: a user can then forge a system turn");
+  cmd->add_option("--max-body-bytes", h.limits.max_body_bytes,
+                  "Largest request body, after chunked decoding (default 16 MiB)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-header-bytes", h.limits.max_header_bytes,
+                  "Largest request header: the request line and all fields (default 32 KiB)")
+      ->check(CLI::Range(1024, 1 << 20));
+  cmd->add_option("--max-pending-body-bytes", h.max_pending_body_bytes,
+                  "Request body bytes held at once over all connections, until parsed (default 64 MiB); more get 503")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-connections", h.max_connections,
+                  "Connections open at once (default 1024); a newcomer past it closes the longest-idle keep-alive "
+                  "connection, or is refused with 503")
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--max-connections-per-client", h.max_connections_per_client,
+                  "Connections open at once from one address (default: half of --max-connections); more get 429")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--header-timeout", o->header_timeout_s,
+                  "Seconds a client has to send a request's whole header, from its first byte (default 10)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--body-timeout", o->body_timeout_s, "Seconds a client has to send a request's body (default 60)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--keep-alive-timeout", o->keep_alive_timeout_s,
+                  "Seconds an idle connection is kept open between requests (default 5)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--write-timeout", o->write_timeout_s,
+                  "Seconds a client may read nothing of its answer before it counts as gone (default 30)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--shutdown-timeout", o->shutdown_timeout_s,
                   "Seconds running requests get to finish after SIGTERM (default 30)")
       ->check(CLI::NonNegativeNumber);

@@ -116,8 +116,8 @@ std::shared_ptr<RequestStream> Engine::submit(EngineRequest request) {
   if (num_queued_ >= config_.max_waiting)
     throw EngineError(EngineError::Kind::kBusy,
                       fmt::format("{} requests are already queued; try again later", num_queued_));
-  const std::uint64_t id = next_request_id_++;
-  RequestState state;
+  const RequestId id = next_request_id_++;
+  RequestEntry state;
   state.stream = std::make_shared<RequestStream>(id);
   state.request = std::move(request);
   state.arrival = Clock::now();
@@ -128,7 +128,7 @@ std::shared_ptr<RequestStream> Engine::submit(EngineRequest request) {
   return stream;
 }
 
-void Engine::abort(std::uint64_t request_id) {
+void Engine::abort(RequestId request_id) {
   {
     std::lock_guard lock(mutex_);
     aborts_.push_back(request_id);
@@ -155,8 +155,8 @@ EngineStats Engine::stats() const {
 
 void Engine::loop() {
   for (;;) {
-    std::vector<std::pair<std::uint64_t, RequestState>> incoming;
-    std::vector<std::uint64_t> aborts;
+    std::vector<std::pair<RequestId, RequestEntry>> incoming;
+    std::vector<RequestId> aborts;
     bool stopping;
     {
       std::unique_lock lock(mutex_);
@@ -166,19 +166,19 @@ void Engine::loop() {
       stopping = stop_;
     }
     for (auto& [id, state] : incoming) admit(id, std::move(state));
-    for (std::uint64_t id : aborts) {
+    for (RequestId id : aborts) {
       if (id != 0) {
         finish_request(id, FinishReason::kAbort);
         continue;
       }
-      std::vector<std::uint64_t> all;
+      std::vector<RequestId> all;
       for (const auto& [rid, r] : requests_) all.push_back(rid);
-      for (std::uint64_t rid : all) finish_request(rid, FinishReason::kAbort);
+      for (RequestId rid : all) finish_request(rid, FinishReason::kAbort);
     }
     if (stopping) {
-      std::vector<std::uint64_t> all;
+      std::vector<RequestId> all;
       for (const auto& [rid, r] : requests_) all.push_back(rid);
-      for (std::uint64_t rid : all) finish_request(rid, FinishReason::kAbort);
+      for (RequestId rid : all) finish_request(rid, FinishReason::kAbort);
       return;
     }
     step();
@@ -186,7 +186,7 @@ void Engine::loop() {
   }
 }
 
-void Engine::admit(std::uint64_t id, RequestState state) {
+void Engine::admit(RequestId id, RequestEntry state) {
   const EngineRequest& req = state.request;
   const int n = req.params.n;
   for (int i = 0; i < n; ++i) {
@@ -194,10 +194,11 @@ void Engine::admit(std::uint64_t id, RequestState state) {
     if (seed) *seed += i;  // each completion its own stream, reproducible
     state.completions.push_back(std::make_unique<Sequence>(*session_->tokenizer, req.params, req.prompt, i,
                                                            SamplingRng::for_request(seed, unseeded_counter_++)));
+    state.sequence_ids.push_back(next_sequence_id_++);
   }
   state.usage.prompt_tokens = static_cast<int>(req.prompt.size());
   try {
-    scheduler_->add(sequence_id(id, 0), req.prompt, req.priority, req.cache_salt);
+    scheduler_->add(state.sequence_ids[0], req.prompt, req.priority, req.cache_salt);
   } catch (const Error& e) {
     RequestOutput out;
     out.finished = true;
@@ -212,15 +213,15 @@ void Engine::admit(std::uint64_t id, RequestState state) {
     std::lock_guard lock(stats_mutex_);
     stats_.prompt_tokens += static_cast<std::int64_t>(req.prompt.size());
   }
+  for (int i = 0; i < n; ++i) owners_.emplace(state.sequence_ids[static_cast<std::size_t>(i)], SequenceOwner{id, i});
   requests_.emplace(id, std::move(state));
 }
 
 void Engine::propose_drafts() {
   std::vector<ProposalRequest> requests;
-  for (RequestId id : scheduler_->decode_candidates()) {
-    const RequestState& r = requests_.at(request_of(id));
-    if (!r.request.speculative) continue;
-    const Sequence& seq = *r.completions[static_cast<std::size_t>(index_of(id))];
+  for (SequenceId id : scheduler_->decode_candidates()) {
+    if (!requests_.at(request_of(id)).request.speculative) continue;
+    const Sequence& seq = sequence(id);
     int k = config_.speculative.num_tokens;
     // Room for the proposals and the one token verification adds.
     if (seq.params().max_tokens) k = std::min(k, *seq.params().max_tokens - seq.num_output_tokens() - 1);
@@ -236,8 +237,7 @@ void Engine::propose_drafts() {
 
 std::vector<SampledToken> Engine::read_tokens(ScheduledSequence& q, const StepSamples& samples,
                                              std::size_t first_row) {
-  RequestState& r = requests_.at(request_of(q.id));
-  Sequence& seq = *r.completions[static_cast<std::size_t>(index_of(q.id))];
+  Sequence& seq = sequence(q.id);
   const auto& tokens = scheduler_->find(q.id)->tokens;
   const auto draft = std::span<const TokenId>(tokens).subspan(static_cast<std::size_t>(q.num_computed_tokens + 1),
                                                                static_cast<std::size_t>(q.num_draft_tokens));
@@ -248,8 +248,7 @@ std::vector<SampledToken> Engine::read_tokens(ScheduledSequence& q, const StepSa
 }
 
 std::vector<SampledToken> Engine::choose_tokens_on_host(ScheduledSequence& q, const float* logits) {
-  RequestState& r = requests_.at(request_of(q.id));
-  Sequence& seq = *r.completions[static_cast<std::size_t>(index_of(q.id))];
+  Sequence& seq = sequence(q.id);
   const std::int64_t V = session_->config().vocab_size;
   if (q.num_draft_tokens == 0)
     return {sampler_.sample(std::span<const float>(logits, static_cast<std::size_t>(V)), seq.params(),
@@ -278,11 +277,11 @@ void Engine::step() {
   if (proposer_) propose_drafts();
   StepPlan plan = scheduler_->schedule();
   if (proposer_)
-    for (RequestId id : plan.preempted) proposer_->release(id);
+    for (SequenceId id : plan.preempted) proposer_->release(id);
   if (plan.empty()) return;
   const auto now = Clock::now();
   for (const ScheduledSequence& q : plan.sequences) {
-    RequestState& r = requests_.at(request_of(q.id));
+    RequestEntry& r = requests_.at(request_of(q.id));
     if (!r.scheduled && index_of(q.id) == 0) {
       r.scheduled = true;
       r.first_scheduled = now;
@@ -322,7 +321,7 @@ void Engine::step() {
     first_logits[i] = logits_row;
     logits_row += q.num_draft_tokens + 1;
     if (config_.host_sampling) continue;
-    Sequence& seq = *requests_.at(request_of(q.id)).completions[static_cast<std::size_t>(index_of(q.id))];
+    Sequence& seq = sequence(q.id);
     const auto draft = std::span<const TokenId>(s->tokens).subspan(static_cast<std::size_t>(q.num_computed_tokens + 1),
                                                                     static_cast<std::size_t>(q.num_draft_tokens));
     first_row[i] = add_sampling_rows(sampling_, first_logits[i], seq.params(), seq.prompt_counts(),
@@ -358,7 +357,7 @@ void Engine::step() {
   for (std::size_t i = 0; i < plan.sequences.size(); ++i) {
     const ScheduledSequence& q = plan.sequences[i];
     if (!q.sample || index_of(q.id) != 0) continue;
-    RequestState& r = requests_.at(request_of(q.id));
+    RequestEntry& r = requests_.at(request_of(q.id));
     if (r.forked) continue;
     r.forked = true;
     if (r.completions.size() > 1) parents.emplace_back(i, first_logits[i]);
@@ -371,10 +370,10 @@ void Engine::step() {
     emit_tokens(request_of(q.id), index_of(q.id), chosen[i], q.num_draft_tokens > 0);
   }
   const auto done = Clock::now();
-  for (std::uint64_t rid : touched_) {
+  for (RequestId rid : touched_) {
     auto it = requests_.find(rid);
     if (it == requests_.end()) continue;
-    RequestState& r = it->second;
+    RequestEntry& r = it->second;
     {
       std::lock_guard lock(stats_mutex_);
       if (r.first_token == Clock::time_point{}) {
@@ -393,7 +392,7 @@ void Engine::step() {
 void Engine::sample_forks(const std::vector<std::pair<std::size_t, std::int32_t>>& parents, const StepPlan& plan,
                           const float* host_logits) {
   struct Child {
-    std::uint64_t rid;
+    RequestId rid;
     int index;
     std::size_t row;
   };
@@ -402,10 +401,10 @@ void Engine::sample_forks(const std::vector<std::pair<std::size_t, std::int32_t>
   const std::int64_t V = session_->config().vocab_size;
   for (const auto& [i, logits_row] : parents) {
     const ScheduledSequence& q = plan.sequences[i];
-    const std::uint64_t rid = request_of(q.id);
-    RequestState& r = requests_.at(rid);
+    const RequestId rid = request_of(q.id);
+    RequestEntry& r = requests_.at(rid);
     for (int c = 1; c < static_cast<int>(r.completions.size()); ++c) {
-      const RequestId child = sequence_id(rid, c);
+      const SequenceId child = sequence_id(rid, c);
       scheduler_->fork(q.id, child);
       if (scheduler_->find(child)->status != SequenceStatus::kRunning) continue;
       Sequence& seq = *r.completions[static_cast<std::size_t>(c)];
@@ -430,10 +429,10 @@ void Engine::sample_forks(const std::vector<std::pair<std::size_t, std::int32_t>
   }
 }
 
-void Engine::emit_tokens(std::uint64_t rid, int index, std::span<const SampledToken> tokens, bool speculated) {
-  RequestState& r = requests_.at(rid);
+void Engine::emit_tokens(RequestId rid, int index, std::span<const SampledToken> tokens, bool speculated) {
+  RequestEntry& r = requests_.at(rid);
   Sequence& seq = *r.completions[static_cast<std::size_t>(index)];
-  const RequestId sid = sequence_id(rid, index);
+  const SequenceId sid = sequence_id(rid, index);
   // Accepted proposals are already the scheduler's tokens; the last token is new.
   for (std::size_t j = 0; j < tokens.size(); ++j) {
     const bool last = j + 1 == tokens.size();
@@ -459,13 +458,13 @@ void Engine::emit_tokens(std::uint64_t rid, int index, std::span<const SampledTo
   touched_.insert(rid);
 }
 
-void Engine::finish_request(std::uint64_t id, FinishReason reason) {
+void Engine::finish_request(RequestId id, FinishReason reason) {
   auto it = requests_.find(id);
   if (it == requests_.end()) return;
-  RequestState& r = it->second;
+  RequestEntry& r = it->second;
   for (std::size_t i = 0; i < r.completions.size(); ++i) {
-    scheduler_->finish(sequence_id(id, static_cast<int>(i)));
-    if (proposer_) proposer_->release(sequence_id(id, static_cast<int>(i)));
+    scheduler_->finish(r.sequence_ids[i]);
+    if (proposer_) proposer_->release(r.sequence_ids[i]);
     if (!r.completions[i]->finished()) {
       r.completions[i]->finish(reason);
       ++r.num_finished;
@@ -474,7 +473,7 @@ void Engine::finish_request(std::uint64_t id, FinishReason reason) {
   publish(id, r);
 }
 
-void Engine::publish(std::uint64_t id, RequestState& r) {
+void Engine::publish(RequestId id, RequestEntry& r) {
   RequestOutput out;
   int completion_tokens = 0;
   for (auto& c : r.completions) {
@@ -492,6 +491,7 @@ void Engine::publish(std::uint64_t id, RequestState& r) {
     stats_.e2e_latency.observe(seconds(Clock::now() - r.arrival));
     ++stats_.num_requests_finished;
   }
+  for (SequenceId s : r.sequence_ids) owners_.erase(s);
   requests_.erase(id);
   std::lock_guard lock(mutex_);
   --num_queued_;

@@ -103,7 +103,7 @@ class Engine {
   // message for the client, kBusy when the queue is full, kDraining).
   std::shared_ptr<RequestStream> submit(EngineRequest request);
   // Ends a request in any state within one step; its blocks are freed.
-  void abort(std::uint64_t request_id);
+  void abort(RequestId request_id);
   // Refuses new requests, lets running ones finish for up to `timeout`, then
   // aborts the rest. Returns true when everything finished in time.
   bool drain(std::chrono::milliseconds timeout);
@@ -116,10 +116,15 @@ class Engine {
  private:
   using Clock = std::chrono::steady_clock;
 
-  struct RequestState {
+  // The engine's record of one request. Each of its n completions is a
+  // sequence, known by its SequenceId to three pure-logic records: its
+  // Sequence here (sampling and output), the Scheduler's SequenceState
+  // (tokens and progress) and the KvCacheManager's blocks.
+  struct RequestEntry {
     std::shared_ptr<RequestStream> stream;
     EngineRequest request;
     std::vector<std::unique_ptr<Sequence>> completions;  // [n]
+    std::vector<SequenceId> sequence_ids;                // [n] completion i's sequence
     bool forked = false;
     int num_finished = 0;
     Usage usage;
@@ -131,7 +136,7 @@ class Engine {
   };
 
   void loop();
-  void admit(std::uint64_t id, RequestState state);
+  void admit(RequestId id, RequestEntry entry);
   void step();
   void propose_drafts();
   // The tokens chosen for a sampled sequence this step: one sampled token, or
@@ -145,14 +150,25 @@ class Engine {
   // prompt this step finished, sampled from the parent's logits row.
   void sample_forks(const std::vector<std::pair<std::size_t, std::int32_t>>& parents, const StepPlan& plan,
                     const float* host_logits);
-  void emit_tokens(std::uint64_t request_id, int index, std::span<const SampledToken> tokens, bool speculated);
-  void finish_request(std::uint64_t id, FinishReason reason);
-  void publish(std::uint64_t id, RequestState& r);
+  void emit_tokens(RequestId request_id, int index, std::span<const SampledToken> tokens, bool speculated);
+  void finish_request(RequestId id, FinishReason reason);
+  void publish(RequestId id, RequestEntry& r);
   void update_stats();
 
-  static RequestId sequence_id(std::uint64_t request_id, int index) { return (request_id << 8) | static_cast<RequestId>(index); }
-  static std::uint64_t request_of(RequestId seq) { return seq >> 8; }
-  static int index_of(RequestId seq) { return static_cast<int>(seq & 0xFF); }
+  // Which request and completion a sequence is, and back.
+  struct SequenceOwner {
+    RequestId request;
+    int index;
+  };
+  SequenceId sequence_id(RequestId request, int index) const {
+    return requests_.at(request).sequence_ids[static_cast<std::size_t>(index)];
+  }
+  RequestId request_of(SequenceId seq) const { return owners_.at(seq).request; }
+  int index_of(SequenceId seq) const { return owners_.at(seq).index; }
+  Sequence& sequence(SequenceId seq) {
+    const SequenceOwner& o = owners_.at(seq);
+    return *requests_.at(o.request).completions[static_cast<std::size_t>(o.index)];
+  }
 
   std::shared_ptr<ModelSession> session_;
   EngineConfig config_;
@@ -168,16 +184,18 @@ class Engine {
   std::vector<float> host_logits_;
 
   // Engine-thread state.
-  std::unordered_map<std::uint64_t, RequestState> requests_;
-  std::unordered_set<std::uint64_t> touched_;
+  std::unordered_map<RequestId, RequestEntry> requests_;
+  std::unordered_map<SequenceId, SequenceOwner> owners_;
+  std::unordered_set<RequestId> touched_;
   std::uint64_t unseeded_counter_ = 0;
+  SequenceId next_sequence_id_ = 1;
 
   // Shared with submitters.
   mutable std::mutex mutex_;
   std::condition_variable wake_;
-  std::vector<std::pair<std::uint64_t, RequestState>> inbox_;
-  std::vector<std::uint64_t> aborts_;
-  std::uint64_t next_request_id_ = 1;
+  std::vector<std::pair<RequestId, RequestEntry>> inbox_;
+  std::vector<RequestId> aborts_;
+  RequestId next_request_id_ = 1;
   int num_queued_ = 0;  // submitted, not yet finished
   bool stop_ = false;
   bool draining_ = false;

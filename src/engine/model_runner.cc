@@ -204,11 +204,14 @@ void ModelRunner::stage_sampling(const SamplingRequest& sampling) {
                           staging_adjustments_.data(), bytes);
 }
 
+// The results, and right after them the logprobs asked for, so that one
+// copy brings back everything the step sampled.
 StepSamples ModelRunner::run_sampling(const SamplingRequest& sampling) {
   const auto R = static_cast<std::int64_t>(sampling.rows.size());
   const std::int64_t M = sampling.num_logprob_rows;
   const auto A = static_cast<std::int64_t>(sampling.adjustments.size());
-  const std::size_t logprobs_at = static_cast<std::size_t>(max_rows_) * sizeof(SampleResult);
+  const std::size_t logprobs_at = static_cast<std::size_t>(R) * sizeof(SampleResult);
+  static_assert(sizeof(SampleResult) % alignof(LogprobResult) == 0);
   SamplingBatch b;
   b.num_rows = R;
   b.num_logprob_rows = M;
@@ -219,8 +222,8 @@ StepSamples ModelRunner::run_sampling(const SamplingRequest& sampling) {
   backend_.sample(logits_, b);
 
   auto* host = static_cast<std::uint8_t*>(host_results_.data());
-  backend_.copy_to_host(host, b.results, b.results.bytes());
-  if (M > 0) backend_.copy_to_host(host + logprobs_at, b.logprobs, b.logprobs.bytes());
+  const std::size_t bytes = logprobs_at + static_cast<std::size_t>(M) * sizeof(LogprobResult);
+  backend_.copy_to_host(host, device_results_.view(DType::I8, {static_cast<std::int64_t>(bytes)}), bytes);
   StepSamples out;
   out.results = {reinterpret_cast<const SampleResult*>(host), static_cast<std::size_t>(R)};
   out.logprobs = {reinterpret_cast<const LogprobResult*>(host + logprobs_at), static_cast<std::size_t>(M)};

@@ -107,7 +107,7 @@ class ModelRunner {
   Layout layout_{};
   Buffer staging_;
   Buffer device_meta_;
-  Buffer device_results_;       // [max rows] SampleResult, then [max rows] LogprobResult
+  Buffer device_results_;       // a step's SampleResults, then its LogprobResults
   Buffer host_results_;         // the same, pinned
   Buffer staging_adjustments_;  // grows with the largest step's adjustments
   Buffer device_adjustments_;

@@ -10,6 +10,10 @@
 
 namespace folio {
 
+// The engine's id of a request (its stream's id). Each of its n completions
+// is a sequence with a SequenceId of its own (kv/kv_types.h).
+using RequestId = std::uint64_t;
+
 struct EngineRequest {
   std::vector<TokenId> prompt;
   SamplingParams params;

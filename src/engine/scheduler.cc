@@ -20,18 +20,18 @@ Scheduler::Scheduler(const SchedulerConfig& config, KvCacheManager& kv) : config
          config_.max_num_batched_tokens, config_.max_model_len);
 }
 
-SequenceState& Scheduler::state(RequestId id) {
+SequenceState& Scheduler::state(SequenceId id) {
   auto it = sequences_.find(id);
   if (it == sequences_.end()) fail("scheduler: unknown sequence {}", id);
   return it->second;
 }
 
-const SequenceState* Scheduler::find(RequestId id) const {
+const SequenceState* Scheduler::find(SequenceId id) const {
   auto it = sequences_.find(id);
   return it == sequences_.end() ? nullptr : &it->second;
 }
 
-void Scheduler::add(RequestId id, std::vector<TokenId> prompt, int priority, std::string cache_salt) {
+void Scheduler::add(SequenceId id, std::vector<TokenId> prompt, int priority, std::string cache_salt) {
   if (sequences_.contains(id)) fail("scheduler: sequence {} already exists", id);
   if (prompt.empty()) fail("the prompt is empty; give at least one token");
   if (static_cast<int>(prompt.size()) >= config_.max_model_len)
@@ -52,7 +52,7 @@ void Scheduler::add(RequestId id, std::vector<TokenId> prompt, int priority, std
   enqueue_waiting(id, /*front=*/false);
 }
 
-void Scheduler::enqueue_waiting(RequestId id, bool front) {
+void Scheduler::enqueue_waiting(SequenceId id, bool front) {
   SequenceState& s = state(id);
   s.status = SequenceStatus::kWaiting;
   if (config_.policy == SchedulingPolicy::kFcfs) {
@@ -65,16 +65,16 @@ void Scheduler::enqueue_waiting(RequestId id, bool front) {
   }
   // Priority order: (priority, arrival) ascending; a preempted sequence keeps
   // its arrival, so it returns to its place.
-  auto key = [this](RequestId r) {
+  auto key = [this](SequenceId r) {
     const SequenceState& q = sequences_.at(r);
     return std::pair(q.priority, q.arrival);
   };
   auto pos = std::upper_bound(waiting_.begin(), waiting_.end(), id,
-                              [&](RequestId a, RequestId b) { return key(a) < key(b); });
+                              [&](SequenceId a, SequenceId b) { return key(a) < key(b); });
   waiting_.insert(pos, id);
 }
 
-void Scheduler::fork(RequestId parent_id, RequestId child_id) {
+void Scheduler::fork(SequenceId parent_id, SequenceId child_id) {
   if (sequences_.contains(child_id)) fail("scheduler: sequence {} already exists", child_id);
   SequenceState& parent = state(parent_id);
   FOLIO_CHECK(parent.status == SequenceStatus::kRunning && parent.num_output_tokens() == 0 &&
@@ -121,9 +121,9 @@ void Scheduler::drop_drafts(SequenceState& s, int count) {
   s.num_draft_tokens -= count;
 }
 
-std::vector<RequestId> Scheduler::decode_candidates() const {
-  std::vector<RequestId> out;
-  for (RequestId id : running_) {
+std::vector<SequenceId> Scheduler::decode_candidates() const {
+  std::vector<SequenceId> out;
+  for (SequenceId id : running_) {
     const SequenceState& s = sequences_.at(id);
     if (s.num_draft_tokens == 0 && s.num_output_tokens() > 0 && s.num_computed_tokens == s.num_tokens() - 1)
       out.push_back(id);
@@ -131,7 +131,7 @@ std::vector<RequestId> Scheduler::decode_candidates() const {
   return out;
 }
 
-void Scheduler::propose(RequestId id, std::span<const TokenId> draft) {
+void Scheduler::propose(SequenceId id, std::span<const TokenId> draft) {
   SequenceState& s = state(id);
   FOLIO_CHECK(s.status == SequenceStatus::kRunning && s.num_draft_tokens == 0 &&
               s.num_computed_tokens == s.num_tokens() - 1);
@@ -143,7 +143,7 @@ void Scheduler::propose(RequestId id, std::span<const TokenId> draft) {
 }
 
 void Scheduler::preempt(std::size_t index, StepPlan& plan) {
-  const RequestId id = running_[index];
+  const SequenceId id = running_[index];
   running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(index));
   SequenceState& s = state(id);
   drop_drafts(s, s.num_draft_tokens);  // unverified: recomputation starts from verified tokens
@@ -231,7 +231,7 @@ StepPlan Scheduler::schedule() {
 
   // Proposals of sequences the budget left out this step are dropped: they
   // live for exactly one step.
-  for (RequestId id : running_) {
+  for (SequenceId id : running_) {
     SequenceState& s = state(id);
     if (s.num_draft_tokens == 0) continue;
     const bool planned = std::any_of(plan.sequences.begin(), plan.sequences.end(),
@@ -252,7 +252,7 @@ StepPlan Scheduler::schedule() {
   return plan;
 }
 
-void Scheduler::append_token(RequestId id, TokenId token) {
+void Scheduler::append_token(SequenceId id, TokenId token) {
   SequenceState& s = state(id);
   FOLIO_CHECK(s.status == SequenceStatus::kRunning);
   s.tokens.push_back(token);
@@ -277,7 +277,7 @@ void Scheduler::complete_step(const StepPlan& plan) {
   }
 }
 
-bool Scheduler::finish(RequestId id) {
+bool Scheduler::finish(SequenceId id) {
   auto it = sequences_.find(id);
   if (it == sequences_.end()) return false;
   if (it->second.status == SequenceStatus::kRunning) {

@@ -33,7 +33,7 @@ enum class SequenceStatus { kWaiting, kRunning, kFinished };
 
 // What the scheduler knows of one sequence.
 struct SequenceState {
-  RequestId id = 0;
+  SequenceId id = 0;
   std::vector<TokenId> tokens;   // prompt, then output
   int num_prompt_tokens = 0;
   int num_computed_tokens = 0;   // tokens whose KV is in the cache
@@ -55,7 +55,7 @@ struct SequenceState {
 // step needs logits for num_draft_tokens + 1 rows, and before complete_step
 // the engine sets num_rejected to the proposals verification turned down.
 struct ScheduledSequence {
-  RequestId id = 0;
+  SequenceId id = 0;
   int num_computed_tokens = 0;
   int num_new_tokens = 0;
   bool sample = false;
@@ -65,7 +65,7 @@ struct ScheduledSequence {
 
 struct StepPlan {
   std::vector<ScheduledSequence> sequences;
-  std::vector<RequestId> preempted;      // moved back to waiting this step
+  std::vector<SequenceId> preempted;      // moved back to waiting this step
   // Forks' partial blocks: perform in this order before the forward pass. A
   // block freed since its fork may appear again as a later copy's dst, so the
   // copies are not independent of each other.
@@ -81,7 +81,7 @@ class Scheduler {
 
   // Queues a new sequence. Throws Error when it can never run: its prompt is
   // empty, longer than max_model_len, or needs more blocks than the pool has.
-  void add(RequestId id, std::vector<TokenId> prompt, int priority = 0, std::string cache_salt = {});
+  void add(SequenceId id, std::vector<TokenId> prompt, int priority = 0, std::string cache_salt = {});
 
   // A new sequence sharing `parent`'s computed prompt (n > 1 sampling): it
   // runs at once with a fork of the parent's blocks (the block copies join
@@ -89,16 +89,16 @@ class Scheduler {
   // running, it queues as a new sequence instead (no token can be appended
   // to it then) and will find the prompt in the prefix cache. The parent
   // must have just finished its prefill (no output yet).
-  void fork(RequestId parent, RequestId child);
+  void fork(SequenceId parent, SequenceId child);
 
   // Running sequences about to decode one token (everything fed but the last
   // token), in admission order: the ones that may speculate.
-  std::vector<RequestId> decode_candidates() const;
+  std::vector<SequenceId> decode_candidates() const;
   // Appends proposed tokens to a decode candidate; the next step feeds them
   // with its last token and asks for logits of every one. Capped so that the
   // sequence stays within max_model_len; dropped again if the step's budget
   // or the pool cannot take them (speculation never preempts anyone).
-  void propose(RequestId id, std::span<const TokenId> draft);
+  void propose(SequenceId id, std::span<const TokenId> draft);
 
   StepPlan schedule();
 
@@ -108,13 +108,13 @@ class Scheduler {
   // cache. Then the sequences whose plan said sample append the token the
   // engine chose, forks are made and finished sequences leave.
   void complete_step(const StepPlan& plan);
-  void append_token(RequestId id, TokenId token);
+  void append_token(SequenceId id, TokenId token);
 
   // Ends a sequence in any state (finished, aborted) and frees its blocks.
   // Returns false when it is unknown.
-  bool finish(RequestId id);
+  bool finish(SequenceId id);
 
-  const SequenceState* find(RequestId id) const;
+  const SequenceState* find(SequenceId id) const;
   int num_running() const { return static_cast<int>(running_.size()); }
   int num_waiting() const { return static_cast<int>(waiting_.size()); }
   bool has_work() const { return !running_.empty() || !waiting_.empty(); }
@@ -122,19 +122,19 @@ class Scheduler {
   const SchedulerConfig& config() const { return config_; }
 
  private:
-  SequenceState& state(RequestId id);
+  SequenceState& state(SequenceId id);
   // The running sequence to preempt first: lowest priority, then latest arrival.
   std::size_t victim_index() const;
   void preempt(std::size_t running_index, StepPlan& plan);
-  void enqueue_waiting(RequestId id, bool front);
+  void enqueue_waiting(SequenceId id, bool front);
   void drop_drafts(SequenceState& s, int count);
   bool try_admit(SequenceState& s, int& budget, StepPlan& plan);
 
   SchedulerConfig config_;
   KvCacheManager& kv_;
-  std::unordered_map<RequestId, SequenceState> sequences_;
-  std::deque<RequestId> waiting_;
-  std::vector<RequestId> running_;   // in admission order; a fork child next to its parent
+  std::unordered_map<SequenceId, SequenceState> sequences_;
+  std::deque<SequenceId> waiting_;
+  std::vector<SequenceId> running_;   // in admission order; a fork child next to its parent
   std::vector<BlockCopy> pending_copies_;
   std::uint64_t next_arrival_ = 0;
   std::int64_t num_preemptions_ = 0;

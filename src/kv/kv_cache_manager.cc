@@ -10,14 +10,14 @@ KvCacheManager::KvCacheManager(const KvCacheConfig& config)
     : caching_(config.enable_prefix_caching),
       pool_(config.num_blocks, config.block_size, config.cache_options) {}
 
-KvCacheManager::RequestState& KvCacheManager::state(RequestId id) {
-  auto it = requests_.find(id);
-  if (it == requests_.end())
+KvCacheManager::SequenceBlocks& KvCacheManager::state(SequenceId id) {
+  auto it = sequences_.find(id);
+  if (it == sequences_.end())
     fail("request {} holds no KV blocks; admit it first with allocate_slots(id, n, find_cached_prefix(...))", id);
   return it->second;
 }
 
-const KvCacheManager::RequestState& KvCacheManager::state(RequestId id) const {
+const KvCacheManager::SequenceBlocks& KvCacheManager::state(SequenceId id) const {
   return const_cast<KvCacheManager*>(this)->state(id);
 }
 
@@ -46,8 +46,8 @@ PrefixHit KvCacheManager::find_cached_prefix(std::span<const TokenId> prompt, st
   return hit;
 }
 
-bool KvCacheManager::allocate_slots(RequestId id, int num_new_tokens, const PrefixHit& hit) {
-  if (requests_.contains(id))
+bool KvCacheManager::allocate_slots(SequenceId id, int num_new_tokens, const PrefixHit& hit) {
+  if (sequences_.contains(id))
     fail("request {} already holds KV blocks; use allocate_slots(id, n) for a running request, or free it first", id);
   if (num_new_tokens < 0) fail("allocate_slots: num_new_tokens must be >= 0, got {}", num_new_tokens);
   const int bs = block_size();
@@ -65,7 +65,7 @@ bool KvCacheManager::allocate_slots(RequestId id, int num_new_tokens, const Pref
   const int num_new_blocks = BlockTable::blocks_for(num_tokens, bs) - static_cast<int>(hit.blocks.size());
   if (num_new_blocks + num_revived > pool_.num_free_blocks()) return false;
 
-  RequestState s(bs);
+  SequenceBlocks s(bs);
   for (BlockId b : hit.blocks) pool_.acquire(b);
   s.block_table.append(hit.blocks);
   auto fresh = pool_.allocate(num_new_blocks);
@@ -79,20 +79,20 @@ bool KvCacheManager::allocate_slots(RequestId id, int num_new_tokens, const Pref
   s.cache_salt = hit.cache_salt;
   if (caching_) pool_.cache().record_query(hit.num_prompt_tokens, hit.num_computed_tokens);
   num_empty_slots_ += empty_slots(s);
-  requests_.emplace(id, std::move(s));
+  sequences_.emplace(id, std::move(s));
   return true;
 }
 
-int KvCacheManager::num_blocks_needed(RequestId id, int num_new_tokens) const {
-  const RequestState& s = state(id);
+int KvCacheManager::num_blocks_needed(SequenceId id, int num_new_tokens) const {
+  const SequenceBlocks& s = state(id);
   if (num_new_tokens < 0) fail("num_new_tokens must be >= 0, got {}", num_new_tokens);
   return BlockTable::blocks_for(static_cast<std::int64_t>(s.num_tokens) + num_new_tokens, block_size()) -
          s.block_table.num_blocks();
 }
 
-bool KvCacheManager::allocate_slots(RequestId id, int num_new_tokens) {
+bool KvCacheManager::allocate_slots(SequenceId id, int num_new_tokens) {
   const int need = num_blocks_needed(id, num_new_tokens);
-  RequestState& s = state(id);
+  SequenceBlocks& s = state(id);
   auto fresh = pool_.allocate(need);
   if (!fresh) return false;
   num_empty_slots_ -= empty_slots(s);
@@ -102,8 +102,8 @@ bool KvCacheManager::allocate_slots(RequestId id, int num_new_tokens) {
   return true;
 }
 
-void KvCacheManager::commit(RequestId id, std::span<const TokenId> verified_tokens) {
-  RequestState& s = state(id);
+void KvCacheManager::commit(SequenceId id, std::span<const TokenId> verified_tokens) {
+  SequenceBlocks& s = state(id);
   const int n = static_cast<int>(verified_tokens.size());
   if (n > s.num_tokens)
     fail("commit: request {} has {} verified tokens but only {} have KV slots; allocate_slots first", id, n,
@@ -125,8 +125,8 @@ void KvCacheManager::commit(RequestId id, std::span<const TokenId> verified_toke
   }
 }
 
-void KvCacheManager::rollback(RequestId id, int num_tokens) {
-  RequestState& s = state(id);
+void KvCacheManager::rollback(SequenceId id, int num_tokens) {
+  SequenceBlocks& s = state(id);
   if (num_tokens < 0 || s.num_tokens - num_tokens < s.num_verified_tokens)
     fail("rollback: request {} has {} unverified tokens, cannot drop {}; verified tokens are final", id,
          s.num_tokens - s.num_verified_tokens, num_tokens);
@@ -141,20 +141,20 @@ void KvCacheManager::rollback(RequestId id, int num_tokens) {
   num_empty_slots_ += empty_slots(s);
 }
 
-bool KvCacheManager::free(RequestId id) {
-  auto it = requests_.find(id);
-  if (it == requests_.end()) return false;
-  RequestState& s = it->second;
+bool KvCacheManager::free(SequenceId id) {
+  auto it = sequences_.find(id);
+  if (it == sequences_.end()) return false;
+  SequenceBlocks& s = it->second;
   num_empty_slots_ -= empty_slots(s);
   std::vector<BlockId> tail_first(s.block_table.blocks().rbegin(), s.block_table.blocks().rend());
   pool_.release(tail_first);
-  requests_.erase(it);
+  sequences_.erase(it);
   return true;
 }
 
-std::optional<std::vector<BlockCopy>> KvCacheManager::fork(RequestId parent, RequestId child) {
-  if (requests_.contains(child)) fail("fork: request {} already holds KV blocks; pick a new id for the child", child);
-  const RequestState& p = state(parent);
+std::optional<std::vector<BlockCopy>> KvCacheManager::fork(SequenceId parent, SequenceId child) {
+  if (sequences_.contains(child)) fail("fork: request {} already holds KV blocks; pick a new id for the child", child);
+  const SequenceBlocks& p = state(parent);
   if (p.num_tokens != p.num_verified_tokens)
     fail("fork: request {} has {} unverified tokens; commit or roll them back before forking", parent,
          p.num_tokens - p.num_verified_tokens);
@@ -162,7 +162,7 @@ std::optional<std::vector<BlockCopy>> KvCacheManager::fork(RequestId parent, Req
   const int num_full = p.num_tokens / bs;
   const bool has_partial = p.num_tokens % bs != 0;
   std::vector<BlockCopy> copies;
-  RequestState c = p;
+  SequenceBlocks c = p;
   c.block_table = BlockTable(bs);
   if (has_partial) {
     auto fresh = pool_.allocate(1);
@@ -175,16 +175,16 @@ std::optional<std::vector<BlockCopy>> KvCacheManager::fork(RequestId parent, Req
   }
   for (int i = 0; i < num_full; ++i) pool_.acquire(p.block_table[i]);
   num_empty_slots_ += empty_slots(c);
-  requests_.emplace(child, std::move(c));
+  sequences_.emplace(child, std::move(c));
   return copies;
 }
 
-const BlockTable& KvCacheManager::block_table(RequestId id) const { return state(id).block_table; }
-int KvCacheManager::num_tokens(RequestId id) const { return state(id).num_tokens; }
-int KvCacheManager::num_verified_tokens(RequestId id) const { return state(id).num_verified_tokens; }
+const BlockTable& KvCacheManager::block_table(SequenceId id) const { return state(id).block_table; }
+int KvCacheManager::num_tokens(SequenceId id) const { return state(id).num_tokens; }
+int KvCacheManager::num_verified_tokens(SequenceId id) const { return state(id).num_verified_tokens; }
 
-void KvCacheManager::slot_mapping(RequestId id, int begin, int end, std::vector<SlotId>& out) const {
-  const RequestState& s = state(id);
+void KvCacheManager::slot_mapping(SequenceId id, int begin, int end, std::vector<SlotId>& out) const {
+  const SequenceBlocks& s = state(id);
   if (begin < 0 || begin > end || end > s.num_tokens)
     fail("slot_mapping: positions [{}, {}) are outside request {}'s {} tokens", begin, end, id, s.num_tokens);
   s.block_table.slot_mapping(begin, end, out);

@@ -1,4 +1,4 @@
-// KvCacheManager: the KV blocks of every request, as the scheduler sees them.
+// KvCacheManager: the KV blocks of every sequence, as the scheduler sees them.
 // Invariants: a block's reference count equals the number of block tables
 // holding it; a block that gets written has count 1; only full blocks of
 // verified tokens enter the prefix cache.
@@ -76,54 +76,54 @@ class KvCacheManager {
   // so that there are logits to sample from). Takes no reference.
   PrefixHit find_cached_prefix(std::span<const TokenId> prompt, std::string_view cache_salt = {});
 
-  // Admits a new request: it takes the hit's blocks (reviving free cached
+  // Admits a new sequence: it takes the hit's blocks (reviving free cached
   // ones) and slots for num_new_tokens more tokens after them. Returns false,
-  // changing nothing, when the pool is short; the request then waits.
-  bool allocate_slots(RequestId id, int num_new_tokens, const PrefixHit& hit);
-  // Slots for num_new_tokens more tokens of a running request (a prefill
+  // changing nothing, when the pool is short; the sequence then waits.
+  bool allocate_slots(SequenceId id, int num_new_tokens, const PrefixHit& hit);
+  // Slots for num_new_tokens more tokens of a running sequence (a prefill
   // chunk, a decode token, or speculative tokens). false: nothing changed;
   // the caller preempts someone or waits.
-  bool allocate_slots(RequestId id, int num_new_tokens);
+  bool allocate_slots(SequenceId id, int num_new_tokens);
   // Blocks allocate_slots(id, num_new_tokens) would take from the pool.
-  int num_blocks_needed(RequestId id, int num_new_tokens) const;
+  int num_blocks_needed(SequenceId id, int num_new_tokens) const;
 
-  // After a step: `verified_tokens` are the request's first tokens whose KV
+  // After a step: `verified_tokens` are the sequence's first tokens whose KV
   // is written and which will never be rolled back (prompt and accepted
   // output). Blocks they fill enter the prefix cache. The count never
   // shrinks and never exceeds num_tokens(id).
-  void commit(RequestId id, std::span<const TokenId> verified_tokens);
+  void commit(SequenceId id, std::span<const TokenId> verified_tokens);
 
   // Drops the last num_tokens tokens (rejected speculation); blocks left
   // empty go back to the pool. Verified tokens cannot be rolled back.
-  void rollback(RequestId id, int num_tokens);
+  void rollback(SequenceId id, int num_tokens);
 
-  // A finished, aborted or preempted request returns its blocks: cached
+  // A finished, aborted or preempted sequence returns its blocks: cached
   // ones stay hits (evicted tail first), the rest are free at once. Returns
-  // false when the request holds no blocks.
-  bool free(RequestId id);
+  // false when the sequence holds no blocks.
+  bool free(SequenceId id);
 
-  // A new request `child` that shares the parent's full blocks (n > 1
+  // A new sequence `child` that shares the parent's full blocks (n > 1
   // sampling). The parent must have no unverified tokens. A partial last
   // block is not shared: the child gets a fresh block, and the returned copy
   // tells the caller to copy the parent's block into it. nullopt, changing
   // nothing, when no block is free for that copy.
-  std::optional<std::vector<BlockCopy>> fork(RequestId parent, RequestId child);
+  std::optional<std::vector<BlockCopy>> fork(SequenceId parent, SequenceId child);
 
-  bool contains(RequestId id) const { return requests_.contains(id); }
-  int num_requests() const { return static_cast<int>(requests_.size()); }
-  const BlockTable& block_table(RequestId id) const;
-  int num_tokens(RequestId id) const;           // tokens with a slot, verified or not
-  int num_verified_tokens(RequestId id) const;  // committed so far
-  // Appends the slots of positions [begin, end) of a request to `out`.
-  void slot_mapping(RequestId id, int begin, int end, std::vector<SlotId>& out) const;
+  bool contains(SequenceId id) const { return sequences_.contains(id); }
+  int num_sequences() const { return static_cast<int>(sequences_.size()); }
+  const BlockTable& block_table(SequenceId id) const;
+  int num_tokens(SequenceId id) const;           // tokens with a slot, verified or not
+  int num_verified_tokens(SequenceId id) const;  // committed so far
+  // Appends the slots of positions [begin, end) of a sequence to `out`.
+  void slot_mapping(SequenceId id, int begin, int end, std::vector<SlotId>& out) const;
 
   KvUsage usage() const;
   const PrefixCacheStats& prefix_cache_stats() const { return pool_.cache().stats(); }
   const BlockPool& pool() const { return pool_; }
 
  private:
-  struct RequestState {
-    explicit RequestState(int block_size) : block_table(block_size) {}
+  struct SequenceBlocks {
+    explicit SequenceBlocks(int block_size) : block_table(block_size) {}
 
     BlockTable block_table;
     int num_tokens = 0;
@@ -136,13 +136,13 @@ class KvCacheManager {
     std::string cache_salt;
   };
 
-  RequestState& state(RequestId id);
-  const RequestState& state(RequestId id) const;
-  static std::int64_t empty_slots(const RequestState& s) { return s.block_table.num_slots() - s.num_tokens; }
+  SequenceBlocks& state(SequenceId id);
+  const SequenceBlocks& state(SequenceId id) const;
+  static std::int64_t empty_slots(const SequenceBlocks& s) { return s.block_table.num_slots() - s.num_tokens; }
 
   bool caching_;
   BlockPool pool_;
-  std::unordered_map<RequestId, RequestState> requests_;
+  std::unordered_map<SequenceId, SequenceBlocks> sequences_;
   std::int64_t num_empty_slots_ = 0;
 };
 

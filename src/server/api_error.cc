@@ -1,6 +1,6 @@
 #include "server/api_error.h"
 
-#include <nlohmann/json.hpp>
+#include "server/json_fields.h"
 
 namespace folio::server {
 
@@ -22,13 +22,13 @@ const char* ApiError::type_for_status(int status) {
 std::string ApiError::body() const { return error_body(status_, what(), param_, code_); }
 
 std::string error_body(int status, const std::string& message, const std::string& param, const std::string& code) {
-  nlohmann::ordered_json error = {
+  ResponseJson error = {
       {"message", message},
       {"type", ApiError::type_for_status(status)},
-      {"param", param.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(param)},
-      {"code", code.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(code)},
+      {"param", param.empty() ? ResponseJson(nullptr) : ResponseJson(param)},
+      {"code", code.empty() ? ResponseJson(nullptr) : ResponseJson(code)},
   };
-  return nlohmann::ordered_json{{"error", error}}.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+  return dump_json(ResponseJson{{"error", error}});
 }
 
 void bad_request(const std::string& param, const std::string& message) { throw ApiError(400, message, param); }

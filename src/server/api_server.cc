@@ -8,105 +8,45 @@
 #include "server/api_error.h"
 #include "server/generation_call.h"
 #include "server/prometheus_metrics.h"
-#include "server/request_log.h"
-#include "tokenizer/utf8.h"
+#include "server/unix_time.h"
+#include "server/utf8_text.h"
 
 namespace folio::server {
 namespace {
 
-constexpr int kListenBacklog = 4096;
+constexpr const char* kModelsPrefix = "/v1/models/";
 
-std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
-
-void send_error(httplib::Response& res, int status, const std::string& body) {
-  res.status = status;
-  res.set_content(body, "application/json");
+HttpResponse json_response(const ResponseJson& body) {
+  HttpResponse r;
+  r.body = dump_json(body);
+  return r;
 }
 
-std::int64_t unix_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+HttpResponse error_response(const ApiError& e, HttpFields fields = {}) {
+  HttpResponse r;
+  r.status = e.status();
+  r.body = e.body();
+  r.fields = std::move(fields);
+  return r;
+}
+
+bool path_matches(const char* route, const std::string& path) {
+  const std::string_view r(route);
+  if (r.back() == '/') return path.size() > r.size() && path.compare(0, r.size(), r) == 0;
+  return path == r;
 }
 
 }  // namespace
 
-bool constant_time_equal(const std::string& a, const std::string& b) {
-  // Every byte of the longer string is read whatever the contents, so the
-  // time taken says nothing about how much of a guess was right.
-  const std::size_t n = std::max(a.size(), b.size());
-  unsigned diff = a.size() == b.size() ? 0u : 1u;
-  for (std::size_t i = 0; i < n; ++i) {
-    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
-    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
-    diff |= static_cast<unsigned>(x ^ y);
-  }
-  return diff == 0;
-}
-
-ApiServer::ApiServer(ServerOptions options)
-    : options_(std::move(options)), listener_(options_.max_connections), started_unix_(unix_now()) {
-  listener_.set_payload_max_length(options_.max_body_bytes);
-  listener_.set_keep_alive_max_count(1000);
-  listener_.set_keep_alive_timeout(5);
-  listener_.set_read_timeout(30);
-  listener_.set_write_timeout(30);
-  listener_.set_tcp_nodelay(true);  // SSE events are small and should leave at once
-  listener_.set_pre_routing_handler([](const httplib::Request&, httplib::Response&) {
-    RequestLog::current() = RequestLog{};
-    RequestLog::current().start = std::chrono::steady_clock::now();
-    return httplib::Server::HandlerResponse::Unhandled;
-  });
-  listener_.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    std::string message;
-    switch (res.status) {
-      case 404:
-        message = fmt::format("no route for {} {}; this server answers POST /v1/completions, POST "
-                              "/v1/chat/completions, GET /v1/models, GET /health, GET /metrics, POST /tokenize, "
-                              "POST /detokenize and GET /version",
-                              req.method, req.path);
-        break;
-      case 413:
-        message = fmt::format("the request body is larger than this server's limit of {} bytes; send less, or start "
-                              "the server with a larger --max-body-bytes",
-                              options_.max_body_bytes);
-        break;
-      case 414: message = "the request URI is too long"; break;
-      case 400: message = "the request is not valid HTTP/1.1"; break;
-      default: message = fmt::format("the request failed with HTTP status {}", res.status); break;
-    }
-    res.set_content(error_body(res.status, message), "application/json");
-    return httplib::Server::HandlerResponse::Handled;
-  }));
-  listener_.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "unknown error";
-    try {
-      std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-    }
-    send_error(res, 500, error_body(500, "internal error: " + what));
-  });
-  listener_.set_logger([this](const httplib::Request& req, const httplib::Response& res) { log_request(req, res); });
-  add_routes();
+ApiServer::ApiServer(ServerOptions options) : options_(std::move(options)), started_unix_(unix_seconds()) {
+  http_ = std::make_unique<HttpServer>(options_.http, static_cast<HttpHandler&>(*this));
 }
 
 ApiServer::~ApiServer() { stop(); }
 
-int ApiServer::start() {
-  const int port = listener_.bind(options_.host, options_.port, kListenBacklog);
-  thread_ = std::thread([this] { listener_.listen_after_bind(); });
-  // Server::stop() is a no-op until the accept loop runs: wait for it, so
-  // that a stop() right after start() (a model that fails to load) works.
-  while (!listener_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  return port;
-}
+int ApiServer::start() { return http_->start(); }
 
-void ApiServer::stop() {
-  if (!thread_.joinable()) return;
-  listener_.stop();
-  thread_.join();
-}
+void ApiServer::stop() { http_->stop(); }
 
 void ApiServer::set_engine(std::shared_ptr<Engine> engine) {
   auto s = std::make_shared<Served>();
@@ -117,6 +57,11 @@ void ApiServer::set_engine(std::shared_ptr<Engine> engine) {
   s->context.max_model_len = engine->max_model_len();
   s->context.served_model_name = options_.served_model_name;
   s->context.max_n = options_.max_n;
+  s->context.allow_special_in_messages = options_.allow_special_in_messages;
+  s->max_choices_per_client = options_.max_choices_per_client > 0 ? options_.max_choices_per_client
+                                                                  : std::max(1, engine->config().max_waiting / 2);
+  // A request larger than a client's whole share is refused as too large (400), not as busy.
+  s->context.max_choices = std::min(options_.max_choices_per_request, s->max_choices_per_client);
   s->engine = std::move(engine);
   std::lock_guard lock(mutex_);
   served_ = std::move(s);
@@ -125,8 +70,14 @@ void ApiServer::set_engine(std::shared_ptr<Engine> engine) {
 void ApiServer::begin_drain() { draining_ = true; }
 
 bool ApiServer::wait_until_idle(std::chrono::milliseconds timeout) {
-  std::unique_lock lock(mutex_);
-  return idle_.wait_for(lock, timeout, [this] { return num_generating_ == 0; });
+  const auto start = std::chrono::steady_clock::now();
+  {
+    std::unique_lock lock(mutex_);
+    if (!idle_.wait_for(lock, timeout, [this] { return num_generating_ == 0; })) return false;
+  }
+  // The answers are made; now their last bytes must leave.
+  const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+  return http_->wait_until_quiet(std::max(std::chrono::milliseconds(0), timeout - spent));
 }
 
 std::shared_ptr<const ApiServer::Served> ApiServer::served(bool for_work) const {
@@ -140,73 +91,125 @@ std::shared_ptr<const ApiServer::Served> ApiServer::served(bool for_work) const 
   return s;
 }
 
-void ApiServer::check_auth(const httplib::Request& req) const {
-  if (options_.api_key.empty()) return;
-  const std::string header = req.get_header_value("Authorization");
-  const std::string prefix = "Bearer ";
-  const std::string given = header.compare(0, prefix.size(), prefix) == 0 ? header.substr(prefix.size()) : "";
-  if (given.empty() || !constant_time_equal(given, options_.api_key))
-    throw ApiError(401, "invalid or missing API key: send the header `Authorization: Bearer <key>` with the key the "
-                        "server was started with (--api-key)",
-                   "", "invalid_api_key");
-}
+// ---- the HTTP side ----------------------------------------------------------
 
-httplib::Server::Handler ApiServer::route(bool needs_auth, Handler handler) {
-  return [this, needs_auth, handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
-    try {
-      if (needs_auth) check_auth(req);
-      handler(req, res);
-    } catch (const ApiError& e) {
-      send_error(res, e.status(), e.body());
-    } catch (const std::exception& e) {
-      send_error(res, 500, error_body(500, fmt::format("internal error: {}", e.what())));
-    }
+namespace {
+
+constexpr const char* kRouteList =
+    "this server answers POST /v1/completions, POST /v1/chat/completions, GET /v1/models, GET /health, GET "
+    "/metrics, POST /tokenize, POST /detokenize and GET /version";
+
+}  // namespace
+
+const ApiServer::Route* ApiServer::find_route(const std::string& method, const std::string& path,
+                                              std::string* allow) const {
+  static const Route kRoutes[] = {
+      {"GET", "/health", false, &ApiServer::health},
+      {"GET", "/version", false, &ApiServer::version},
+      {"GET", "/v1/models", true, &ApiServer::models},
+      {"GET", kModelsPrefix, true, &ApiServer::models},
+      {"GET", "/metrics", true, &ApiServer::metrics},
+      {"POST", "/tokenize", true, &ApiServer::tokenize},
+      {"POST", "/detokenize", true, &ApiServer::detokenize},
+      {"POST", "/v1/completions", true, &ApiServer::completions},
+      {"POST", "/v1/chat/completions", true, &ApiServer::chat_completions},
   };
+  const Route* found = nullptr;
+  for (const Route& r : kRoutes) {
+    if (!path_matches(r.path, path)) continue;
+    const std::string_view m(r.method);
+    if (allow != nullptr) *allow += std::string(allow->empty() ? "" : ", ") + (m == "GET" ? "GET, HEAD" : r.method);
+    if (method == m || (m == "GET" && method == "HEAD")) found = &r;
+  }
+  return found;
 }
 
-void ApiServer::add_routes() {
-  listener_.Get("/health", route(false, [this](const auto&, auto& res) { health(res); }));
-  listener_.Get("/version", route(false, [](const auto&, auto& res) {
-                  res.set_content(dump(Json{{"version", version_string()}, {"commit", git_commit()}}),
-                                  "application/json");
-                }));
-  listener_.Get("/v1/models", route(true, [this](const auto& req, auto& res) { models(req, res); }));
-  listener_.Get(R"(/v1/models/(.+))", route(true, [this](const auto& req, auto& res) { models(req, res); }));
-  listener_.Get("/metrics", route(true, [this](const auto&, auto& res) { metrics(res); }));
-  listener_.Post("/tokenize", route(true, [this](const auto& req, auto& res) { tokenize(req, res); }));
-  listener_.Post("/detokenize", route(true, [this](const auto& req, auto& res) { detokenize(req, res); }));
-  listener_.Post("/v1/completions",
-                 route(true, [this](const auto& req, auto& res) { generate(req, res, Endpoint::kCompletions); }));
-  listener_.Post("/v1/chat/completions",
-                 route(true, [this](const auto& req, auto& res) { generate(req, res, Endpoint::kChatCompletions); }));
+std::optional<HttpResponse> ApiServer::screen(const HttpRequest& head) {
+  std::string allow;
+  const Route* route = find_route(head.method, head.path, &allow);
+  if (head.path == "*" && head.method == "OPTIONS") allow = "GET, HEAD, POST";
+  if (allow.empty())
+    return error_response(ApiError(
+        404, fmt::format("no route for {} {}; {}", printable(head.method, 32), printable(head.path, 256), kRouteList)));
+  if (head.method == "OPTIONS") {
+    HttpResponse r;
+    r.status = 204;
+    r.content_type.clear();
+    r.fields = {{"Allow", allow + ", OPTIONS"}};
+    return r;
+  }
+  if (route == nullptr)
+    return error_response(ApiError(405, fmt::format("{} is not allowed on {}; use {}", printable(head.method, 32),
+                                                    printable(head.path, 256), allow)),
+                          {{"Allow", allow}});
+  if (route->needs_auth && !options_.api_keys.accepts(head.field("authorization")))
+    return error_response(ApiError(401,
+                                   "invalid or missing API key: send the header `Authorization: Bearer <key>` with "
+                                   "a key the server was started with (--api-key, --api-key-file or FOLIO_API_KEY)",
+                                   "", "invalid_api_key"),
+                          {{"WWW-Authenticate", "Bearer"}});
+  return std::nullopt;
 }
 
-void ApiServer::health(httplib::Response& res) const {
+void ApiServer::handle(HttpRequest request, HttpExchange& exchange) {
+  try {
+    const Route* route = find_route(request.method, request.path, nullptr);
+    if (route == nullptr) throw ApiError(404, kRouteList);  // screen() let no such request through
+    (this->*route->handle)(request, exchange);
+  } catch (const ApiError& e) {
+    exchange.respond(error_response(e));
+  } catch (const std::exception& e) {
+    exchange.respond(error_response(ApiError(500, fmt::format("internal error: {}", e.what()))));
+  }
+}
+
+std::string ApiServer::error_body(int status, const std::string& message) {
+  return folio::server::error_body(status, message);
+}
+
+void ApiServer::on_access(const AccessRecord& record) {
+  counters_.count_status(record.status);
+  if (!options_.log_requests || record.connection_refused) return;
+  const std::string line = fmt::format(
+      "folio: {} {} {}{} {:.3f} s{}\n", printable(record.method, 32), printable(record.target), record.status,
+      record.note.empty() ? "" : " " + record.note, record.seconds, record.client_gone ? " (client hung up)" : "");
+  std::lock_guard lock(log_mutex_);
+  std::fputs(line.c_str(), stderr);
+}
+
+// ---- routes -------------------------------------------------------------------
+
+void ApiServer::health(const HttpRequest&, HttpExchange& ex) {
   served(/*for_work=*/true);  // 503 while loading or draining
-  res.status = 200;
+  HttpResponse r;
+  r.content_type.clear();
+  ex.respond(std::move(r));
 }
 
-void ApiServer::models(const httplib::Request& req, httplib::Response& res) const {
-  Json model = {{"id", options_.served_model_name},
-                {"object", "model"},
-                {"created", started_unix_},
-                {"owned_by", "folio"}};
+void ApiServer::version(const HttpRequest&, HttpExchange& ex) {
+  ex.respond(json_response(ResponseJson{{"version", version_string()}, {"commit", git_commit()}}));
+}
+
+void ApiServer::models(const HttpRequest& req, HttpExchange& ex) {
+  ResponseJson model = {
+      {"id", options_.served_model_name}, {"object", "model"}, {"created", started_unix_}, {"owned_by", "folio"}};
   {
     std::lock_guard lock(mutex_);
     if (served_) model["max_model_len"] = served_->context.max_model_len;
   }
-  if (req.matches.size() > 1) {
-    if (req.matches[1].str() != options_.served_model_name)
-      throw ApiError(404, fmt::format("The model `{}` does not exist; this server serves `{}`", req.matches[1].str(),
-                                      options_.served_model_name),
+  if (path_matches(kModelsPrefix, req.path)) {
+    const std::string id = req.path.substr(std::string_view(kModelsPrefix).size());
+    if (id != options_.served_model_name)
+      throw ApiError(404,
+                     fmt::format("The model `{}` does not exist; this server serves `{}`", printable(id, 256),
+                                 options_.served_model_name),
                      "model", "model_not_found");
-    res.set_content(dump(model), "application/json");
-    return;
+    return ex.respond(json_response(model));
   }
-  res.set_content(dump(Json{{"object", "list"}, {"data", Json::array({model})}}), "application/json");
+  ex.respond(json_response(ResponseJson{{"object", "list"}, {"data", ResponseJson::array({model})}}));
 }
 
-void ApiServer::metrics(httplib::Response& res) const {
+void ApiServer::metrics(const HttpRequest&, HttpExchange& ex) {
   std::shared_ptr<const Served> s;
   {
     std::lock_guard lock(mutex_);
@@ -214,11 +217,14 @@ void ApiServer::metrics(httplib::Response& res) const {
   }
   std::optional<EngineStats> stats;
   if (s) stats = s->engine->stats();
-  res.set_content(prometheus_metrics(stats ? &*stats : nullptr, counters_, options_.served_model_name),
-                  "text/plain; version=0.0.4");
+  const HttpServer::Stats http = http_->stats();
+  HttpResponse r;
+  r.content_type = "text/plain; version=0.0.4";
+  r.body = prometheus_metrics(stats ? &*stats : nullptr, counters_, &http, options_.served_model_name);
+  ex.respond(std::move(r));
 }
 
-void ApiServer::tokenize(const httplib::Request& req, httplib::Response& res) {
+void ApiServer::tokenize(const HttpRequest& req, HttpExchange& ex) {
   auto s = served(false);
   const Json body = parse_json_object(req.body);
   check_model_field(body, s->context);
@@ -233,18 +239,18 @@ void ApiServer::tokenize(const httplib::Request& req, httplib::Response& res) {
     if (!prompt->empty())
       ids = tokenize_text(*prompt, s->context, get_bool(body, "add_special_tokens").value_or(true));
   }
-  Json out = {{"count", ids.size()}, {"max_model_len", s->context.max_model_len}, {"tokens", ids}};
+  ResponseJson out = {{"count", ids.size()}, {"max_model_len", s->context.max_model_len}, {"tokens", ids}};
   if (return_strs) {
-    Json strs = Json::array();
-    for (TokenId id : ids) strs.push_back(utf8::replace_invalid(s->context.tokenizer->token_to_piece(id, true)));
+    ResponseJson strs = ResponseJson::array();
+    for (TokenId id : ids) strs.push_back(client_text(s->context.tokenizer->token_to_piece(id, true)));
     out["token_strs"] = std::move(strs);
   } else {
     out["token_strs"] = nullptr;
   }
-  res.set_content(dump(out), "application/json");
+  ex.respond(json_response(out));
 }
 
-void ApiServer::detokenize(const httplib::Request& req, httplib::Response& res) {
+void ApiServer::detokenize(const HttpRequest& req, HttpExchange& ex) {
   auto s = served(false);
   const Json body = parse_json_object(req.body);
   check_model_field(body, s->context);
@@ -252,55 +258,63 @@ void ApiServer::detokenize(const httplib::Request& req, httplib::Response& res) 
   if (it == body.end() || !it->is_array()) bad_request("tokens", "tokens must be an array of token ids");
   std::vector<TokenId> ids;
   for (const Json& v : *it) {
+    const std::optional<std::int64_t> id = as_int64(v);
     if (!v.is_number_integer()) bad_request("tokens", "tokens must hold integers only");
-    const std::int64_t id = v.get<std::int64_t>();
-    if (id < 0 || id >= s->context.vocab_size)
-      bad_request("tokens", fmt::format("token id {} is outside the vocabulary: ids must be in [0, {}]", id,
+    if (!id || *id < 0 || *id >= s->context.vocab_size)
+      bad_request("tokens", fmt::format("token id {} is outside the vocabulary: ids must be in [0, {}]", v.dump(),
                                         s->context.vocab_size - 1));
-    ids.push_back(static_cast<TokenId>(id));
+    ids.push_back(static_cast<TokenId>(*id));
   }
-  const std::string text = utf8::replace_invalid(s->context.tokenizer->decode(ids, /*render_special=*/false));
-  res.set_content(dump(Json{{"prompt", text}}), "application/json");
+  const std::string text = client_text(s->context.tokenizer->decode(ids, /*render_special=*/false));
+  ex.respond(json_response(ResponseJson{{"prompt", text}}));
 }
 
-void ApiServer::generate(const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
+bool ApiServer::reserve_choices(const std::string& client, int n, int cap) {
+  std::lock_guard lock(mutex_);
+  int& held = choices_by_client_[client];
+  if (held + n > cap) {
+    if (held == 0) choices_by_client_.erase(client);
+    return false;
+  }
+  held += n;
+  ++num_generating_;
+  return true;
+}
+
+void ApiServer::release_choices(const std::string& client, int n) {
+  std::lock_guard lock(mutex_);
+  auto it = choices_by_client_.find(client);
+  if (it != choices_by_client_.end() && (it->second -= n) <= 0) choices_by_client_.erase(it);
+  if (--num_generating_ == 0) idle_.notify_all();
+}
+
+void ApiServer::generate(const HttpRequest& req, HttpExchange& ex, Endpoint endpoint) {
   auto s = served(/*for_work=*/true);
-  const Json body = parse_json_object(req.body);
-  GenerationJob job = endpoint == Endpoint::kChatCompletions ? parse_chat_request(body, s->context)
-                                                              : parse_completion_request(body, s->context);
+  GenerationJob job;
+  {
+    const Json body = parse_json_object(req.body);
+    job = endpoint == Endpoint::kChatCompletions ? parse_chat_request(body, s->context)
+                                                 : parse_completion_request(body, s->context);
+  }
+  ex.release_body();  // the JSON tree is gone; the job holds token ids
+  const int choices = job.num_choices();
+  if (!reserve_choices(req.client, choices, s->max_choices_per_client))
+    throw ApiError(429,
+                   fmt::format("this client already has as many completions queued or running as it may ({} per "
+                               "client, --max-choices-per-client); wait for some to finish",
+                               s->max_choices_per_client),
+                   "", "rate_limit_exceeded");
+  struct Release {
+    ApiServer* server;
+    const std::string& client;
+    int n;
+    ~Release() { server->release_choices(client, n); }
+  } release{this, req.client, choices};
   GenerationContext context;
   context.engine = s->engine;
-  context.watcher = &watcher_;
   context.counters = &counters_;
   context.model_name = options_.served_model_name;
-  context.socket = HttpListener::current_socket();
-  {
-    std::lock_guard lock(mutex_);
-    ++num_generating_;
-  }
-  run_generation(context, std::move(job), res, [this] {
-    std::lock_guard lock(mutex_);
-    if (--num_generating_ == 0) idle_.notify_all();
-  });
-}
-
-void ApiServer::log_request(const httplib::Request& req, const httplib::Response& res) {
-  counters_.count_status(res.status);
-  RequestLog& log = RequestLog::current();
-  if (!options_.log_requests) {
-    log = RequestLog{};
-    return;
-  }
-  const double seconds = log.start == std::chrono::steady_clock::time_point{}
-                             ? 0.0
-                             : std::chrono::duration<double>(std::chrono::steady_clock::now() - log.start).count();
-  std::string tokens;
-  if (log.prompt_tokens >= 0) tokens = fmt::format(" {} + {} tokens", log.prompt_tokens, log.completion_tokens);
-  const std::string line = fmt::format("folio: {} {} {}{} {:.3f} s{}\n", req.method, req.path, res.status, tokens,
-                                       seconds, log.client_gone ? " (client hung up)" : "");
-  log = RequestLog{};
-  std::lock_guard lock(log_mutex_);
-  std::fputs(line.c_str(), stderr);
+  run_generation(context, std::move(job), ex);
 }
 
 }  // namespace folio::server

@@ -4,52 +4,44 @@
 // /detokenize (vLLM's shapes), GET /version. It listens before the model has
 // loaded (/health answers 503 until set_engine), refuses new work while it
 // drains, and turns every bad request into an OpenAI-shaped error without
-// ever stopping. JSON lives here and nowhere below: the engine sees token ids
-// and SamplingParams; HTTP threads wait on engine streams, one engine thread
-// runs the model.
-//
-// HTTP library: cpp-httplib, as Debian packages it (libcpp-httplib-dev), not
-// Boost.Beast. The server's work is a handful of JSON routes and long-lived
-// SSE streams that each block on their own engine stream; a thread per
-// connection is the simplest correct model for that, and a pool of a few
-// hundred mostly idle threads is cheap next to a forward pass. cpp-httplib
-// gives exactly that in one small packaged library; Beast would bring
-// Boost.Asio's asynchronous style (callbacks or coroutines through every
-// handler) to solve a concurrency problem this server does not have.
+// ever stopping. Route, method and key are checked on the header alone, before
+// a body is read. JSON lives here and nowhere below: the engine sees token ids
+// and SamplingParams; worker threads wait on engine streams, one engine thread
+// runs the model. The HTTP layer is HttpServer (Boost.Beast over Asio).
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 
 #include "engine/engine.h"
-#include "server/disconnect_watcher.h"
-#include "server/http_listener.h"
+#include "server/api_keys.h"
+#include "server/http_server.h"
 #include "server/openai_request.h"
 #include "server/server_counters.h"
 
 namespace folio::server {
 
 struct ServerOptions {
-  std::string host = "127.0.0.1";
-  int port = 8080;                       // 0: any free port
-  std::string api_key;                   // empty: no authentication
-  std::string served_model_name;         // the name clients must use in `model`
-  int max_n = 16;                        // most completions per prompt
-  std::size_t max_body_bytes = 16u << 20;
-  int max_connections = 512;             // connections served at once (one thread each)
-  bool log_requests = true;              // one stderr line per request
+  HttpServerOptions http;                  // address, limits, timeouts, connections
+  ApiKeys api_keys;                        // empty: no authentication
+  std::string served_model_name;           // the name clients must use in `model`
+  int max_n = 16;                          // most completions per prompt
+  int max_choices_per_request = 64;        // prompts x n in one request
+  int max_choices_per_client = 0;          // queued or running from one address; 0: half the engine's --max-waiting
+  bool allow_special_in_messages = false;  // chat text may become special tokens (the old, unsafe reading)
+  bool log_requests = true;                // one stderr line per request
 };
 
-class ApiServer {
+class ApiServer final : private HttpHandler {
  public:
   explicit ApiServer(ServerOptions options);
-  ~ApiServer();
+  ~ApiServer() override;
   ApiServer(const ApiServer&) = delete;
   ApiServer& operator=(const ApiServer&) = delete;
 
@@ -62,7 +54,7 @@ class ApiServer {
   void begin_drain();
   // Waits until no response is being generated or written; true when idle.
   bool wait_until_idle(std::chrono::milliseconds timeout);
-  // Closes the listener and every connection; joins the server thread.
+  // Closes the listener and every connection; joins the server's threads.
   void stop();
 
   const ServerOptions& options() const { return options_; }
@@ -71,40 +63,54 @@ class ApiServer {
   struct Served {
     std::shared_ptr<Engine> engine;
     ModelContext context;
+    int max_choices_per_client = 0;
   };
-  using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
+  using Method = void (ApiServer::*)(const HttpRequest&, HttpExchange&);
+  struct Route {
+    const char* method;  // GET also answers HEAD
+    const char* path;    // exact, or a prefix when it ends in '/'
+    bool needs_auth;
+    Method handle;
+  };
 
-  void add_routes();
-  // A route's handler with authentication and error handling around it.
-  httplib::Server::Handler route(bool needs_auth, Handler handler);
-  void check_auth(const httplib::Request& req) const;
-  // The loaded model; throws 503 while loading or draining when `for_work`.
+  // HttpHandler
+  std::optional<HttpResponse> screen(const HttpRequest& head) override;
+  void handle(HttpRequest request, HttpExchange& exchange) override;
+  void on_access(const AccessRecord& record) override;
+  std::string error_body(int status, const std::string& message) override;
+
+  // The route for a method and path; `allow` gets the methods the path takes
+  // ("" for a path no route has), for 405 and OPTIONS.
+  const Route* find_route(const std::string& method, const std::string& path, std::string* allow) const;
+  // The loaded model; throws 503 while loading, or draining when `for_work`.
   std::shared_ptr<const Served> served(bool for_work) const;
 
-  void generate(const httplib::Request& req, httplib::Response& res, Endpoint endpoint);
-  void tokenize(const httplib::Request& req, httplib::Response& res);
-  void detokenize(const httplib::Request& req, httplib::Response& res);
-  void health(httplib::Response& res) const;
-  void models(const httplib::Request& req, httplib::Response& res) const;
-  void metrics(httplib::Response& res) const;
-  void log_request(const httplib::Request& req, const httplib::Response& res);
+  void generate(const HttpRequest& req, HttpExchange& ex, Endpoint endpoint);
+  void completions(const HttpRequest& req, HttpExchange& ex) { generate(req, ex, Endpoint::kCompletions); }
+  void chat_completions(const HttpRequest& req, HttpExchange& ex) { generate(req, ex, Endpoint::kChatCompletions); }
+  void tokenize(const HttpRequest& req, HttpExchange& ex);
+  void detokenize(const HttpRequest& req, HttpExchange& ex);
+  void health(const HttpRequest& req, HttpExchange& ex);
+  void version(const HttpRequest& req, HttpExchange& ex);
+  void models(const HttpRequest& req, HttpExchange& ex);
+  void metrics(const HttpRequest& req, HttpExchange& ex);
+
+  // A client's share of the engine's queue: choices queued or running.
+  bool reserve_choices(const std::string& client, int n, int cap);
+  void release_choices(const std::string& client, int n);
 
   ServerOptions options_;
-  HttpListener listener_;
-  DisconnectWatcher watcher_;
   ServerCounters counters_;
   std::int64_t started_unix_ = 0;
-  std::thread thread_;
+  std::unique_ptr<HttpServer> http_;
 
   mutable std::mutex mutex_;
   std::shared_ptr<const Served> served_;
   std::atomic<bool> draining_{false};
   int num_generating_ = 0;
   std::condition_variable idle_;
+  std::map<std::string, int> choices_by_client_;
   std::mutex log_mutex_;
 };
-
-// Equal strings, compared in time that depends on their lengths only.
-bool constant_time_equal(const std::string& a, const std::string& b);
 
 }  // namespace folio::server

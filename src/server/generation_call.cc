@@ -1,5 +1,7 @@
 #include "server/generation_call.h"
 
+#include <fmt/format.h>
+
 #include <atomic>
 #include <chrono>
 #include <optional>
@@ -7,7 +9,7 @@
 
 #include "server/api_error.h"
 #include "server/openai_response.h"
-#include "server/request_log.h"
+#include "server/unix_time.h"
 
 namespace folio::server {
 namespace {
@@ -21,11 +23,9 @@ ApiError refusal(const EngineError& e) {
   return ApiError(400, e.what());
 }
 
-std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
-
-void append_event(std::string& out, const Json& j) {
+void append_event(std::string& out, const ResponseJson& j) {
   out += "data: ";
-  out += dump(j);
+  out += dump_json(j);
   out += "\n\n";
 }
 
@@ -79,23 +79,15 @@ class OutputMux {
 };
 
 // One job in flight. Destroyed when the answer is written or abandoned: it
-// then aborts whatever still runs (a no-op for finished requests), stops
-// watching the socket and reports done.
+// then aborts whatever still runs (a no-op for finished requests).
 struct Call {
   GenerationContext context;
   GenerationJob job;
   std::vector<std::shared_ptr<RequestStream>> streams;  // [num_prompts]
   std::vector<Usage> usage;                             // [num_prompts]
-  std::shared_ptr<std::atomic<bool>> client_gone = std::make_shared<std::atomic<bool>>(false);
-  std::uint64_t watch = 0;
-  std::function<void()> on_done;
-  std::string error;  // an engine-side failure
+  std::string error;                                    // an engine-side failure
 
-  ~Call() {
-    if (watch != 0) context.watcher->unwatch(watch);
-    abort_unfinished();
-    if (on_done) on_done();
-  }
+  ~Call() { abort_unfinished(); }
 
   void abort_unfinished() const {
     for (const auto& s : streams)
@@ -112,117 +104,94 @@ struct Call {
     return t;
   }
 
-  void record(const ResponseBuilder& builder) const {
+  void record(const ResponseBuilder& builder, HttpExchange& exchange) const {
     const Usage t = total_usage();
-    RequestLog& log = RequestLog::current();
-    log.prompt_tokens = t.prompt_tokens;
-    log.completion_tokens = t.completion_tokens;
-    log.client_gone = *client_gone;
+    exchange.note(fmt::format("{} + {} tokens", t.prompt_tokens, t.completion_tokens));
     for (const std::string& reason : builder.finish_reasons())
       context.counters->count_finish(reason.empty() ? "abort" : reason);
   }
 };
 
-// Writes the job's events as they come; false when the client is gone.
-bool stream_events(Call& call, ResponseBuilder& builder, httplib::DataSink& sink) {
-  auto send = [&](const std::string& events) {
-    if (events.empty() || sink.write(events.data(), events.size())) return true;
-    call.client_gone->store(true);
+// Writes the job's events as they come, until the end or the client is gone.
+void stream_events(Call& call, ResponseBuilder& builder, HttpExchange& exchange) {
+  auto send = [&](std::string events) {
+    if (events.empty() || exchange.write(std::move(events))) return true;
     call.abort_unfinished();
     return false;
   };
   std::string events;
-  for (const Json& c : builder.opening_chunks()) append_event(events, c);
-  if (!send(events)) return false;
+  for (const ResponseJson& c : builder.opening_chunks()) append_event(events, c);
+  if (!send(std::move(events))) return call.record(builder, exchange);
   OutputMux mux(call.streams);
   while (auto item = mux.next()) {
     auto& [prompt, out] = *item;
     events.clear();
     for (const CompletionDelta& d : out.deltas) {
-      Json c = builder.chunk(prompt, d);
+      ResponseJson c = builder.chunk(prompt, d);
       if (!c.is_null()) append_event(events, c);
     }
     call.usage[static_cast<std::size_t>(prompt)] = out.usage;
-    if (!out.error.empty()) append_event(events, Json::parse(ApiError(400, out.error).body()));
-    if (!send(events)) {
-      call.record(builder);
-      return false;
-    }
+    if (!out.error.empty()) append_event(events, ResponseJson::parse(ApiError(400, out.error).body()));
+    if (!send(std::move(events))) return call.record(builder, exchange);
   }
-  call.record(builder);
+  call.record(builder, exchange);
   events.clear();
   if (call.job.include_usage) append_event(events, builder.usage_chunk(call.total_usage()));
   events += "data: [DONE]\n\n";
-  if (!send(events)) return false;
-  sink.done();
-  return true;
-}
-
-std::int64_t unix_seconds() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  if (send(std::move(events))) exchange.end_stream();
 }
 
 }  // namespace
 
-void run_generation(const GenerationContext& context, GenerationJob job, httplib::Response& res,
-                    std::function<void()> on_done) {
-  auto call = std::make_shared<Call>();
-  call->context = context;
-  call->job = std::move(job);
-  call->on_done = std::move(on_done);
-  call->usage.resize(call->job.prompts.size());
-  for (auto& prompt : call->job.prompts) {
+void run_generation(const GenerationContext& context, GenerationJob job, HttpExchange& exchange) {
+  Call call;
+  call.context = context;
+  call.job = std::move(job);
+  call.usage.resize(call.job.prompts.size());
+  for (auto& prompt : call.job.prompts) {
     EngineRequest request;
     request.prompt = std::move(prompt);
-    request.params = call->job.params;
-    request.speculative = call->job.speculative;
+    request.params = call.job.params;
+    request.speculative = call.job.speculative;
     try {
-      call->streams.push_back(context.engine->submit(std::move(request)));
+      call.streams.push_back(context.engine->submit(std::move(request)));
     } catch (const EngineError& e) {
       throw refusal(e);  // ~Call aborts the prompts already submitted
     }
   }
-  if (context.socket >= 0) {
-    std::vector<std::uint64_t> ids;
-    for (const auto& s : call->streams) ids.push_back(s->id());
-    call->watch = context.watcher->watch(context.socket, [engine = context.engine, ids, gone = call->client_gone] {
-      gone->store(true);
-      for (std::uint64_t id : ids) engine->abort(id);
-    });
-  }
-  const bool chat = call->job.endpoint == Endpoint::kChatCompletions;
-  auto builder = std::make_shared<ResponseBuilder>(call->job, *context.engine->session().tokenizer, context.model_name,
-                                                   new_response_id(chat ? "chatcmpl" : "cmpl"), unix_seconds());
+  std::vector<std::uint64_t> ids;
+  for (const auto& s : call.streams) ids.push_back(s->id());
+  exchange.on_gone([engine = context.engine, ids] {
+    for (std::uint64_t id : ids) engine->abort(id);
+  });
+  const bool chat = call.job.endpoint == Endpoint::kChatCompletions;
+  ResponseBuilder builder(call.job, *context.engine->session().tokenizer, context.model_name,
+                          new_response_id(chat ? "chatcmpl" : "cmpl"), unix_seconds());
 
-  if (!call->job.stream) {
-    OutputMux mux(call->streams);
-    while (auto item = mux.next()) {
-      auto& [prompt, out] = *item;
-      for (const CompletionDelta& d : out.deltas) builder->add(prompt, d);
-      call->usage[static_cast<std::size_t>(prompt)] = out.usage;
-      if (!out.error.empty()) call->error = out.error;
+  if (call.job.stream) {
+    exchange.begin_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}},
+                          ":\n\n");
+    try {
+      stream_events(call, builder, exchange);
+    } catch (const std::exception& e) {
+      // The header is out: the failure can only be told as one more event.
+      exchange.write("data: " + error_body(500, std::string("internal error: ") + e.what()) + "\n\n");
+      exchange.end_stream();
     }
-    call->record(*builder);
-    if (!call->error.empty()) throw ApiError(400, call->error);
-    res.set_content(dump(builder->response(call->total_usage())), "application/json");
     return;
   }
-
-  res.set_header("Cache-Control", "no-cache");
-  res.set_header("X-Accel-Buffering", "no");
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [call, builder](std::size_t, httplib::DataSink& sink) {
-        // Nothing may escape into the library, which runs this outside any try.
-        try {
-          return stream_events(*call, *builder, sink);
-        } catch (const std::exception& e) {
-          const std::string event = "data: " + error_body(500, std::string("internal error: ") + e.what()) + "\n\n";
-          sink.write(event.data(), event.size());
-          return false;
-        }
-      },
-      [call](bool) {});
+  OutputMux mux(call.streams);
+  while (auto item = mux.next()) {
+    auto& [prompt, out] = *item;
+    for (const CompletionDelta& d : out.deltas) builder.add(prompt, d);
+    call.usage[static_cast<std::size_t>(prompt)] = out.usage;
+    if (!out.error.empty()) call.error = out.error;
+  }
+  call.record(builder, exchange);
+  if (!call.error.empty()) throw ApiError(400, call.error);
+  HttpResponse response;
+  response.body = dump_json(builder.response(call.total_usage()));
+  exchange.respond(std::move(response));
 }
 
 }  // namespace folio::server

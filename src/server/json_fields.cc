@@ -26,10 +26,16 @@ const char* type_name(const Json& v) {
   return "null";
 }
 
-// Deepest nesting of arrays and objects, read without building anything, so
-// that a hostile body cannot make the parser or the destructor recurse deeply.
-int nesting_depth(std::string_view text) {
-  int depth = 0, deepest = 0;
+// Deepest nesting of arrays and objects, and the number of values, read
+// without building anything, so that a hostile body can make the parser
+// neither recurse deeply nor build millions of nodes.
+struct Shape {
+  int depth = 0;
+  std::int64_t values = 0;
+};
+Shape shape_of(std::string_view text) {
+  Shape s;
+  int depth = 0;
   bool in_string = false;
   for (std::size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
@@ -42,44 +48,56 @@ int nesting_depth(std::string_view text) {
     } else if (c == '"') {
       in_string = true;
     } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
+      s.depth = std::max(s.depth, ++depth);
+      ++s.values;
     } else if (c == ']' || c == '}') {
       --depth;
+    } else if (c == ',' || c == ':') {
+      ++s.values;  // each separator starts one more value (a key counts as one)
     }
   }
-  return deepest;
+  return s;
 }
 
 }  // namespace
 
 Json parse_json_object(std::string_view body) {
   if (body.empty()) throw ApiError(400, "the request body is empty; send a JSON object");
-  if (nesting_depth(body) > kMaxJsonDepth)
+  const Shape shape = shape_of(body);
+  if (shape.depth > kMaxJsonDepth)
     throw ApiError(400, fmt::format("the request body nests arrays and objects deeper than {} levels", kMaxJsonDepth));
+  if (shape.values > kMaxJsonValues)
+    throw ApiError(400, fmt::format("the request body holds more than {} JSON values", kMaxJsonValues));
   Json json;
   try {
     json = Json::parse(body);
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {
     // nlohmann's messages name the byte offset and what it read, including
-    // "ill-formed UTF-8 byte" for strings that are not UTF-8.
+    // "ill-formed UTF-8 byte" for strings that are not UTF-8 and "number
+    // overflow" for 1e999 (an out_of_range, not a parse_error).
     throw ApiError(400, fmt::format("the request body is not valid JSON: {}", e.what()));
   }
   if (!json.is_object()) throw ApiError(400, fmt::format("the request body must be a JSON object, not {}", type_name(json)));
   return json;
 }
 
+std::optional<std::int64_t> as_int64(const Json& v) {
+  if (v.is_number_unsigned()) {
+    const auto u = v.get<std::uint64_t>();
+    if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) return std::nullopt;
+    return static_cast<std::int64_t>(u);
+  }
+  if (v.is_number_integer()) return v.get<std::int64_t>();
+  return std::nullopt;
+}
+
 std::optional<std::int64_t> get_int(const Json& body, const char* name, std::int64_t min, std::int64_t max) {
   const Json* v = field(body, name);
   if (v == nullptr) return std::nullopt;
-  std::int64_t x = 0;
-  if (v->is_number_integer()) {
-    x = v->get<std::int64_t>();
-  } else if (v->is_number_unsigned()) {
-    x = std::numeric_limits<std::int64_t>::max();
-  } else {
-    bad_request(name, fmt::format("{} must be an integer, got {}", name, type_name(*v)));
-  }
-  if (x < min || x > max) bad_request(name, fmt::format("{} = {} is out of range: it must be in [{}, {}]", name, x, min, max));
+  if (!v->is_number_integer()) bad_request(name, fmt::format("{} must be an integer, got {}", name, type_name(*v)));
+  const std::optional<std::int64_t> x = as_int64(*v);
+  if (!x || *x < min || *x > max)
+    bad_request(name, fmt::format("{} = {} is out of range: it must be in [{}, {}]", name, v->dump(), min, max));
   return x;
 }
 
@@ -113,7 +131,7 @@ const Json* get_object(const Json& body, const char* name) {
 
 std::string describe(const Json& value) {
   if (value.is_string()) return value.get<std::string>();
-  return value.dump(-1, ' ', false, Json::error_handler_t::replace);
+  return dump_json(value);
 }
 
 }  // namespace folio::server

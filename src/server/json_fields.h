@@ -2,6 +2,11 @@
 // or null (OpenAI treats null as "not given") and throws ApiError 400 naming
 // the field when its type or range is wrong. Unknown fields are never read,
 // so they are ignored, as OpenAI ignores them.
+//
+// Requests are parsed into nlohmann's sorted json (a map per object: a lookup
+// costs log n however many keys a hostile body carries); the responses we
+// build keep their fields in the order written (ResponseJson), which is
+// linear per lookup but only ever holds a handful of keys.
 #pragma once
 
 #include <cstdint>
@@ -12,12 +17,26 @@
 
 namespace folio::server {
 
-using Json = nlohmann::ordered_json;
+using Json = nlohmann::json;
+using ResponseJson = nlohmann::ordered_json;
 
-// The body of a POST as a JSON object; 400 when it is not JSON, is nested
-// deeper than kMaxJsonDepth, or is not an object.
+// The body of a POST as a JSON object; 400 when it is not JSON (a number
+// beyond a double, like 1e999, included), nests deeper than kMaxJsonDepth, holds
+// more than kMaxJsonValues values, or is not an object.
 Json parse_json_object(std::string_view body);
 inline constexpr int kMaxJsonDepth = 64;
+inline constexpr std::int64_t kMaxJsonValues = 1 << 20;
+
+// JSON text as the server sends it: compact, invalid UTF-8 replaced (U+FFFD)
+// rather than thrown.
+template <class J>
+std::string dump_json(const J& j) {
+  return j.dump(-1, ' ', false, J::error_handler_t::replace);
+}
+
+// An integer field's value, whatever its JSON number type; nullopt when it is
+// not an integer or lies beyond int64 (2^64-1 is not -1).
+std::optional<std::int64_t> as_int64(const Json& v);
 
 std::optional<std::int64_t> get_int(const Json& body, const char* name, std::int64_t min, std::int64_t max);
 std::optional<double> get_number(const Json& body, const char* name);

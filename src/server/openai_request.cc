@@ -6,21 +6,27 @@
 #include <limits>
 
 #include "server/api_error.h"
+#include "server/chat_prompt.h"
+#include "server/utf8_text.h"
 #include "tokenizer/jinja/error.h"
-#include "tokenizer/utf8.h"
 
 namespace folio::server {
 namespace {
 
 constexpr int kDefaultCompletionMaxTokens = 16;  // OpenAI's default for /v1/completions
 constexpr std::size_t kMaxStopStrings = 64;
+constexpr std::size_t kMaxTemplateKwargs = 64;
 constexpr std::int64_t kIntMax = std::numeric_limits<int>::max();
+constexpr std::int64_t kInt64Min = std::numeric_limits<std::int64_t>::min();
+constexpr std::int64_t kInt64Max = std::numeric_limits<std::int64_t>::max();
 
 float as_float(const Json& body, const char* name, float fallback) {
   auto v = get_number(body, name);
   if (!v) return fallback;
-  if (!std::isfinite(*v)) bad_request(name, fmt::format("{} must be a finite number", name));
-  return static_cast<float>(*v);
+  // Finite as a float too: 1e39 is a double but not a float.
+  const auto f = static_cast<float>(*v);
+  if (!std::isfinite(f)) bad_request(name, fmt::format("{} must be a finite number", name));
+  return f;
 }
 
 std::vector<std::string> read_stop(const Json& body) {
@@ -44,11 +50,11 @@ std::vector<TokenId> read_token_list(const Json& list, const char* param, std::i
   for (const Json& v : list) {
     if (!v.is_number_integer())
       bad_request(param, fmt::format("{} must hold token ids (integers); found {}", param, describe(v)));
-    const std::int64_t id = v.get<std::int64_t>();
-    if (id < 0 || id >= vocab_size)
-      bad_request(param, fmt::format("token id {} in {} is outside the vocabulary: ids must be in [0, {}]", id, param,
-                                     vocab_size - 1));
-    ids.push_back(static_cast<TokenId>(id));
+    const std::optional<std::int64_t> id = as_int64(v);
+    if (!id || *id < 0 || *id >= vocab_size)
+      bad_request(param, fmt::format("token id {} in {} is outside the vocabulary: ids must be in [0, {}]", v.dump(),
+                                     param, vocab_size - 1));
+    ids.push_back(static_cast<TokenId>(*id));
   }
   return ids;
 }
@@ -63,9 +69,8 @@ SamplingParams read_sampling(const Json& body, const ModelContext& model) {
   p.presence_penalty = as_float(body, "presence_penalty", p.presence_penalty);
   p.frequency_penalty = as_float(body, "frequency_penalty", p.frequency_penalty);
   if (auto k = get_int(body, "top_k", -1, kIntMax)) p.top_k = static_cast<int>(*k);
-  if (auto s = get_int(body, "seed", std::numeric_limits<std::int64_t>::min(), std::numeric_limits<std::int64_t>::max()))
-    p.seed = *s;
-  if (auto n = get_int(body, "n", std::numeric_limits<std::int64_t>::min(), std::numeric_limits<std::int64_t>::max())) {
+  if (auto s = get_int(body, "seed", kInt64Min, kInt64Max)) p.seed = *s;
+  if (auto n = get_int(body, "n", kInt64Min, kInt64Max)) {
     if (*n < 1 || *n > model.max_n)
       bad_request("n", fmt::format("n = {} is out of range: this server allows 1 to {} completions per prompt "
                                    "(start it with a larger --max-n for more)",
@@ -91,7 +96,8 @@ SamplingParams read_sampling(const Json& body, const ModelContext& model) {
         bad_request("logit_bias", fmt::format("logit_bias keys must be token ids written as strings (\"50256\"); "
                                               "got \"{}\"",
                                               key));
-      if (!value.is_number()) bad_request("logit_bias", fmt::format("logit_bias[\"{}\"] must be a number", key));
+      if (!value.is_number() || !std::isfinite(value.get<float>()))
+        bad_request("logit_bias", fmt::format("logit_bias[\"{}\"] must be a finite number", key));
       if (id < 0 || id >= model.vocab_size)
         bad_request("logit_bias", fmt::format("logit_bias names token {}, which is outside the vocabulary: ids must "
                                               "be in [0, {}]",
@@ -105,6 +111,8 @@ SamplingParams read_sampling(const Json& body, const ModelContext& model) {
 void read_stream_flags(const Json& body, GenerationJob& job) {
   job.stream = get_bool(body, "stream").value_or(false);
   if (const Json* options = get_object(body, "stream_options")) {
+    if (!job.stream)
+      bad_request("stream_options", "stream_options is only allowed when stream is true; set stream, or drop it");
     auto it = options->find("include_usage");
     if (it != options->end() && !it->is_null()) {
       if (!it->is_boolean()) bad_request("stream_options", "stream_options.include_usage must be true or false");
@@ -119,6 +127,24 @@ void check_prompt_length(const std::vector<TokenId>& prompt, const ModelContext&
     bad_request(param, fmt::format("the {} has {} tokens but the context holds {}; shorten it or start the server "
                                    "with a larger --max-model-len",
                                    param, prompt.size(), model.max_model_len));
+}
+
+// max_tokens and max_completion_tokens: at least 1.
+std::optional<int> read_max_tokens(const Json& body, const char* name) {
+  auto m = get_int(body, name, kInt64Min, kIntMax);
+  if (m && *m < 1) bad_request(name, fmt::format("{} = {} is out of range: it must be at least 1", name, *m));
+  return m ? std::optional<int>(static_cast<int>(*m)) : std::nullopt;
+}
+
+// prompts x n, checked before any prompt is tokenized, so that one request
+// cannot take the whole queue (nor the CPU to tokenize what it would refuse).
+void check_num_choices(std::size_t num_prompts, int n, const ModelContext& model) {
+  if (num_prompts * static_cast<std::size_t>(n) > static_cast<std::size_t>(model.max_choices))
+    bad_request(num_prompts > 1 ? "prompt" : "n",
+                fmt::format("this request asks for {} completions ({} prompts x n = {}); this server takes at most "
+                            "{} per request (send several requests, or start it with a larger "
+                            "--max-choices-per-request and --max-choices-per-client)",
+                            num_prompts * static_cast<std::size_t>(n), num_prompts, n, model.max_choices));
 }
 
 void finish_params(GenerationJob& job, const ModelContext& model) {
@@ -149,6 +175,52 @@ std::string message_content(const Json& message, std::size_t i) {
   return joined;
 }
 
+// chat_template_kwargs: more template variables, but never one the server
+// sets from what it validated, and never special-token text.
+nlohmann::ordered_json template_kwargs(const Json& body, const ModelContext& model) {
+  const Json* kwargs = get_object(body, "chat_template_kwargs");
+  if (kwargs == nullptr) return nlohmann::ordered_json::object();
+  if (kwargs->size() > kMaxTemplateKwargs)
+    bad_request("chat_template_kwargs", fmt::format("chat_template_kwargs has {} keys; at most {} are allowed",
+                                                    kwargs->size(), kMaxTemplateKwargs));
+  for (const char* reserved : {"messages", "tools", "documents", "add_generation_prompt", "bos_token", "eos_token"})
+    if (kwargs->contains(reserved))
+      bad_request("chat_template_kwargs",
+                  fmt::format("chat_template_kwargs may not set `{}`: the server renders it from the request's own, "
+                              "validated fields",
+                              reserved));
+  if (!model.allow_special_in_messages) {
+    // Every string inside, however deep: a template may print any of them.
+    std::vector<const Json*> todo = {kwargs};
+    while (!todo.empty()) {
+      const Json* v = todo.back();
+      todo.pop_back();
+      if (v->is_string() && has_special_token_text(*model.tokenizer, v->get_ref<const std::string&>()))
+        bad_request("chat_template_kwargs",
+                    "chat_template_kwargs holds the text of a special token; remove it, or start the server with "
+                    "--allow-special-in-messages");
+      if (v->is_structured())
+        for (const Json& child : *v) todo.push_back(&child);
+      if (v->is_object())
+        for (const auto& [key, child] : v->items())
+          if (has_special_token_text(*model.tokenizer, key))
+            bad_request("chat_template_kwargs", "chat_template_kwargs holds the text of a special token in a key");
+    }
+  }
+  return nlohmann::ordered_json(*kwargs);
+}
+
+// What both endpoints read alike: the model, sampling, speculation, streaming.
+GenerationJob read_common(const Json& body, const ModelContext& model, Endpoint endpoint) {
+  check_model_field(body, model);
+  GenerationJob job;
+  job.endpoint = endpoint;
+  job.params = read_sampling(body, model);
+  job.speculative = get_bool(body, "speculative").value_or(true);
+  read_stream_flags(body, job);
+  return job;
+}
+
 }  // namespace
 
 void check_model_field(const Json& body, const ModelContext& model) {
@@ -173,7 +245,8 @@ std::vector<TokenId> tokenize_chat(const Json& body, const ModelContext& model, 
   if (it == body.end() || it->is_null()) bad_request("messages", "messages is required: an array of {role, content}");
   if (!it->is_array() || it->empty())
     bad_request("messages", "messages must be a non-empty array of {role, content} objects");
-  Json messages = Json::array();
+  std::vector<ChatMessage> messages;
+  messages.reserve(it->size());
   for (std::size_t i = 0; i < it->size(); ++i) {
     const Json& m = (*it)[i];
     if (!m.is_object()) bad_request("messages", fmt::format("messages[{}] must be an object with role and content", i));
@@ -185,51 +258,41 @@ std::vector<TokenId> tokenize_chat(const Json& body, const ModelContext& model, 
     if (role != "system" && role != "user" && role != "assistant")
       bad_request("messages", fmt::format("messages[{}].role \"{}\" is not supported; use system, user or assistant",
                                           i, role));
-    messages.push_back(Json{{"role", role}, {"content", message_content(m, i)}});
+    messages.push_back({std::move(role), message_content(m, i)});
   }
   ChatRenderOptions options = chat_render_options(model.tokenizer->vocab());
   options.add_generation_prompt = add_generation_prompt;
-  if (const Json* kwargs = get_object(body, "chat_template_kwargs")) options.extra = *kwargs;
-  std::string text;
+  options.extra = template_kwargs(body, model);
   try {
-    text = model.chat_template->render(messages, options);
+    return encode_chat(*model.chat_template, *model.tokenizer, messages, options, add_special_tokens,
+                       model.allow_special_in_messages);
   } catch (const jinja::JinjaError& e) {
     if (e.kind() == jinja::JinjaError::Kind::kRaised)
       bad_request("messages", fmt::format("the model's chat template rejects this conversation: {}", e.detail()));
     bad_request("messages", fmt::format("the model's chat template could not render this conversation: {}", e.what()));
   }
-  return model.tokenizer->encode(text, add_special_tokens, /*parse_special=*/true);
 }
 
 GenerationJob parse_completion_request(const Json& body, const ModelContext& model) {
-  check_model_field(body, model);
-  GenerationJob job;
-  job.endpoint = Endpoint::kCompletions;
-  job.params = read_sampling(body, model);
-  job.speculative = get_bool(body, "speculative").value_or(true);
-  read_stream_flags(body, job);
+  GenerationJob job = read_common(body, model, Endpoint::kCompletions);
   job.echo = get_bool(body, "echo").value_or(false);
   if (auto suffix = get_string(body, "suffix"); suffix && !suffix->empty())
     bad_request("suffix", "suffix (fill-in-the-middle) is not supported; leave it out");
   if (auto best_of = get_int(body, "best_of", 1, kIntMax); best_of && *best_of != job.params.n)
     bad_request("best_of", "best_of is not supported; leave it out or set it equal to n");
-  if (auto lp = get_int(body, "logprobs", std::numeric_limits<std::int64_t>::min(), std::numeric_limits<std::int64_t>::max())) {
-    if (*lp < 0 || *lp > kMaxLogprobs)
-      bad_request("logprobs", fmt::format("logprobs = {} is out of range: it must be in [0, {}]", *lp, kMaxLogprobs));
+  if (auto lp = get_int(body, "logprobs", 0, kMaxLogprobs)) {
     job.logprobs = true;
     job.params.logprobs = static_cast<int>(*lp);
   }
   if (job.echo && job.logprobs)
     bad_request("echo", "echo together with logprobs is not supported (prompt logprobs are not computed); drop one");
-  job.params.max_tokens = kDefaultCompletionMaxTokens;
-  if (auto m = get_int(body, "max_tokens", std::numeric_limits<std::int64_t>::min(), kIntMax)) {
-    if (*m < 1) bad_request("max_tokens", fmt::format("max_tokens = {} is out of range: it must be at least 1", *m));
-    job.params.max_tokens = static_cast<int>(*m);
-  }
+  job.params.max_tokens = read_max_tokens(body, "max_tokens").value_or(kDefaultCompletionMaxTokens);
 
   auto it = body.find("prompt");
   if (it == body.end() || it->is_null()) bad_request("prompt", "prompt is required: a string, a list of strings or token ids");
   const Json& prompt = *it;
+  const bool many = prompt.is_array() && !prompt.empty() && (prompt[0].is_string() || prompt[0].is_array());
+  check_num_choices(many ? prompt.size() : 1, job.params.n, model);
   if (prompt.is_string()) {
     job.prompts.push_back(tokenize_text(prompt.get<std::string>(), model, true));
     job.echo_texts.push_back(prompt.get<std::string>());
@@ -254,7 +317,7 @@ GenerationJob parse_completion_request(const Json& body, const ModelContext& mod
     }
     if (job.echo && job.echo_texts.empty())
       for (const auto& ids : job.prompts)
-        job.echo_texts.push_back(utf8::replace_invalid(model.tokenizer->decode(ids, /*render_special=*/true)));
+        job.echo_texts.push_back(client_text(model.tokenizer->decode(ids, /*render_special=*/true)));
   } else {
     bad_request("prompt", "prompt must be a string, a list of strings, a list of token ids or a list of such lists");
   }
@@ -265,29 +328,14 @@ GenerationJob parse_completion_request(const Json& body, const ModelContext& mod
 }
 
 GenerationJob parse_chat_request(const Json& body, const ModelContext& model) {
-  check_model_field(body, model);
-  GenerationJob job;
-  job.endpoint = Endpoint::kChatCompletions;
-  job.params = read_sampling(body, model);
-  job.speculative = get_bool(body, "speculative").value_or(true);
-  read_stream_flags(body, job);
+  GenerationJob job = read_common(body, model, Endpoint::kChatCompletions);
+  check_num_choices(1, job.params.n, model);
   // max_completion_tokens is OpenAI's current name; max_tokens the older one.
-  std::optional<std::int64_t> max_tokens = get_int(body, "max_tokens", std::numeric_limits<std::int64_t>::min(), kIntMax);
-  const char* max_param = "max_tokens";
-  if (auto m = get_int(body, "max_completion_tokens", std::numeric_limits<std::int64_t>::min(), kIntMax)) {
-    max_tokens = m;
-    max_param = "max_completion_tokens";
-  }
-  if (max_tokens) {
-    if (*max_tokens < 1)
-      bad_request(max_param, fmt::format("{} = {} is out of range: it must be at least 1", max_param, *max_tokens));
-    job.params.max_tokens = static_cast<int>(*max_tokens);
-  }
+  std::optional<int> max_tokens = read_max_tokens(body, "max_tokens");
+  if (auto m = read_max_tokens(body, "max_completion_tokens")) max_tokens = m;
+  if (max_tokens) job.params.max_tokens = *max_tokens;
   job.logprobs = get_bool(body, "logprobs").value_or(false);
-  if (auto top = get_int(body, "top_logprobs", std::numeric_limits<std::int64_t>::min(), std::numeric_limits<std::int64_t>::max())) {
-    if (*top < 0 || *top > kMaxLogprobs)
-      bad_request("top_logprobs", fmt::format("top_logprobs = {} is out of range: it must be in [0, {}]", *top,
-                                              kMaxLogprobs));
+  if (auto top = get_int(body, "top_logprobs", 0, kMaxLogprobs)) {
     if (!job.logprobs && *top > 0) bad_request("top_logprobs", "top_logprobs needs logprobs set to true");
     job.params.logprobs = static_cast<int>(*top);
   }

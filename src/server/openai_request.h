@@ -22,6 +22,8 @@ struct ModelContext {
   int max_model_len = 0;        // prompt tokens must be fewer
   std::string served_model_name;
   int max_n = 16;
+  int max_choices = 64;                    // prompts x n in one request (at most a client's whole share)
+  bool allow_special_in_messages = false;  // chat content may hold special tokens (the old reading)
 };
 
 enum class Endpoint { kCompletions, kChatCompletions };

@@ -22,27 +22,27 @@ class ResponseBuilder {
 
   // Streaming: the chunks that open each choice (chat: the assistant role;
   // completions with echo: the prompt text). Empty for completions otherwise.
-  std::vector<Json> opening_chunks();
+  std::vector<ResponseJson> opening_chunks();
   // Streaming: the chunk for one delta of prompt `prompt`; null when the delta
   // carries nothing to send (no text, logprobs or finish reason).
-  Json chunk(int prompt, const CompletionDelta& delta);
+  ResponseJson chunk(int prompt, const CompletionDelta& delta);
   // Streaming: the final usage chunk (stream_options.include_usage).
-  Json usage_chunk(const Usage& usage) const;
+  ResponseJson usage_chunk(const Usage& usage) const;
 
   // Non-streaming: folds in a delta; response() is the whole answer.
   void add(int prompt, const CompletionDelta& delta);
-  Json response(const Usage& usage) const;
+  ResponseJson response(const Usage& usage) const;
 
   // Per finished choice: the finish reason ("stop", "length", "abort").
   const std::vector<std::string>& finish_reasons() const { return finish_; }
 
-  static Json usage_json(const Usage& usage);
+  static ResponseJson usage_json(const Usage& usage);
 
  private:
   int choice_of(int prompt, const CompletionDelta& d) const { return prompt * n_ + d.index; }
-  Json envelope(const char* object) const;
+  ResponseJson envelope(const char* object) const;
   // The delta's logprobs in the endpoint's shape, advancing text offsets.
-  Json logprobs_json(int choice, const CompletionDelta& delta);
+  ResponseJson logprobs_json(int choice, const CompletionDelta& delta);
   // A token's text for logprobs ("bytes:\\xe6\\x97" when it is part of a
   // character), and its raw bytes ("" for ids outside the tokenizer).
   std::string token_text(TokenId id) const;
@@ -56,7 +56,7 @@ class ResponseBuilder {
   int n_;
   bool chat_;
   std::vector<std::string> text_;       // [num_choices] non-streaming text
-  std::vector<Json> logprobs_;          // [num_choices] non-streaming logprobs (null when not asked)
+  std::vector<ResponseJson> logprobs_;  // [num_choices] non-streaming logprobs (null when not asked)
   std::vector<std::string> finish_;     // [num_choices]
   std::vector<std::int64_t> offset_;    // [num_choices] completions: text_offset of the next token
 };

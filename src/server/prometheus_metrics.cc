@@ -63,7 +63,8 @@ class Writer {
 
 }  // namespace
 
-std::string prometheus_metrics(const EngineStats* stats, const ServerCounters& counters, const std::string& model_name) {
+std::string prometheus_metrics(const EngineStats* stats, const ServerCounters& counters, const HttpServer::Stats* http,
+                               const std::string& model_name) {
   Writer w(model_name);
   if (stats != nullptr) {
     const EngineStats& s = *stats;
@@ -109,6 +110,18 @@ std::string prometheus_metrics(const EngineStats* stats, const ServerCounters& c
   w.family("folio:http_responses_total", "counter", "HTTP responses by status code.");
   for (const auto& [status, count] : counters.statuses())
     w.sample("folio:http_responses_total", static_cast<double>(count), fmt::format("status=\"{}\"", status));
+  if (http != nullptr) {
+    w.gauge("folio:http_connections", "Client connections open.", http->num_connections);
+    w.gauge("folio:http_idle_connections", "Keep-alive connections waiting for a request.", http->num_idle_connections);
+    w.counter("folio:http_connections_refused_total",
+              "Connections refused on arrival (over --max-connections or --max-connections-per-client).",
+              static_cast<double>(http->num_refused_connections));
+    w.counter("folio:http_idle_connections_closed_total", "Idle keep-alive connections closed to make room.",
+              static_cast<double>(http->num_evicted_idle));
+    w.gauge("folio:http_pending_body_bytes", "Request body bytes being read or parsed.",
+            static_cast<double>(http->pending_body_bytes));
+    w.gauge("folio:http_worker_threads", "Threads started for request handlers.", http->num_workers);
+  }
   return w.take();
 }
 

@@ -7,12 +7,14 @@
 #include <string>
 
 #include "engine/engine.h"
+#include "server/http_server.h"
 #include "server/server_counters.h"
 
 namespace folio::server {
 
 // model_name labels every sample. A null engine (still loading) exposes only
-// the server's counters.
-std::string prometheus_metrics(const EngineStats* stats, const ServerCounters& counters, const std::string& model_name);
+// the server's counters; a null `http` leaves out the connection gauges.
+std::string prometheus_metrics(const EngineStats* stats, const ServerCounters& counters, const HttpServer::Stats* http,
+                               const std::string& model_name);
 
 }  // namespace folio::server

@@ -42,8 +42,19 @@ std::int32_t SpecialTokenPartition::child(std::int32_t node, unsigned char byte)
   return it != children.end() && it->first == byte ? it->second : -1;
 }
 
-void SpecialTokenPartition::split(std::string_view text, bool parse_special,
-                                  std::vector<Fragment>& fragments) const {
+namespace {
+
+// Whether bytes [begin, end) overlap one of the sorted ranges.
+bool overlaps(std::span<const TextRange> ranges, std::size_t begin, std::size_t end) {
+  auto it = std::upper_bound(ranges.begin(), ranges.end(), begin,
+                             [](std::size_t pos, const TextRange& r) { return pos < r.end; });
+  return it != ranges.end() && it->begin < end;
+}
+
+}  // namespace
+
+void SpecialTokenPartition::split(std::string_view text, bool parse_special, std::vector<Fragment>& fragments,
+                                  std::span<const TextRange> literal) const {
   fragments.clear();
   if (text.empty()) return;
   FOLIO_CHECK(text.size() < (std::size_t{1} << 32));
@@ -84,12 +95,17 @@ void SpecialTokenPartition::split(std::string_view text, bool parse_special,
         continue;
       }
       const std::string_view raw = text.substr(f.begin, f.end - f.begin);
-      std::size_t done = 0;
-      for (std::size_t at = raw.find(token); at != std::string_view::npos; at = raw.find(token, done)) {
+      const bool checked = !always_[rank] && !literal.empty();
+      std::size_t done = 0, from = 0;
+      for (std::size_t at; (at = raw.find(token, from)) != std::string_view::npos;) {
+        if (checked && overlaps(literal, f.begin + at, f.begin + at + token.size())) {
+          from = at + 1;  // user text: this occurrence stays raw
+          continue;
+        }
         if (at > done) next.push_back({-1, f.begin + static_cast<std::uint32_t>(done), f.begin + static_cast<std::uint32_t>(at)});
         next.push_back({id, f.begin + static_cast<std::uint32_t>(at),
                         f.begin + static_cast<std::uint32_t>(at + token.size())});
-        done = at + token.size();
+        done = from = at + token.size();
       }
       if (done < raw.size()) next.push_back({-1, f.begin + static_cast<std::uint32_t>(done), f.end});
     }

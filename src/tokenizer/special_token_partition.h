@@ -3,13 +3,17 @@
 // tokens are found only when parse_special is set; user-defined tokens always.
 // Longer tokens claim text first (equal lengths: lower id first); each token
 // takes its leftmost non-overlapping occurrences in what is still raw.
+// Literal ranges (user text inside a rendered chat) read no control token even
+// with parse_special: an occurrence that overlaps one stays raw text.
 // Invariant: the fragments are in order and tile the text.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string_view>
 #include <vector>
 
+#include "tokenizer/text_range.h"
 #include "tokenizer/vocab.h"
 
 namespace folio {
@@ -24,7 +28,9 @@ class SpecialTokenPartition {
 
   explicit SpecialTokenPartition(const Vocab& vocab);
 
-  void split(std::string_view text, bool parse_special, std::vector<Fragment>& fragments) const;
+  // literal: sorted, non-overlapping byte ranges [begin, end) of `text`.
+  void split(std::string_view text, bool parse_special, std::vector<Fragment>& fragments,
+             std::span<const TextRange> literal = {}) const;
 
   // The tokens that take part, in the order they claim text.
   const std::vector<TokenId>& tokens() const { return tokens_; }

@@ -85,10 +85,15 @@ std::unique_ptr<Tokenizer> Tokenizer::create(Vocab vocab) {
 }
 
 std::vector<TokenId> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
+  return encode(text, add_special, parse_special, {});
+}
+
+std::vector<TokenId> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special,
+                                       std::span<const TextRange> literal) const {
   std::vector<TokenId> out;
   out.reserve(text.size() / 3 + 2);
   EncodeState state;
-  partition_->split(text, parse_special, state.fragments);
+  partition_->split(text, parse_special, state.fragments, literal);
 
   if (add_special && vocab_.add_bos) out.push_back(vocab_.bos_id);
   bool previous_special = true;  // SentencePiece: a run after a special token (or at the start) gets a space

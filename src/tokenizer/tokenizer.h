@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tokenizer/text_range.h"
 #include "tokenizer/vocab.h"
 
 namespace folio {
@@ -35,6 +36,11 @@ class Tokenizer {
   // user-defined tokens always do. Bytes that are not UTF-8 are read as U+FFFD
   // (byte-level BPE) or fall back to byte tokens (SentencePiece), as in llama.cpp.
   std::vector<TokenId> encode(std::string_view text, bool add_special, bool parse_special) const;
+  // The same, but no control token is read where it would overlap one of the
+  // `literal` byte ranges (sorted, disjoint): a chat's user text, which must
+  // stay text inside the template's own special tokens.
+  std::vector<TokenId> encode(std::string_view text, bool add_special, bool parse_special,
+                              std::span<const TextRange> literal) const;
 
   // The bytes of one token; control and unknown tokens are empty unless
   // render_special. Throws Error for an id outside the vocab.

@@ -297,10 +297,7 @@ TEST_F(EngineTest, SecondRequestOnAThousandTokenPrefixComputesOnlyItsSuffix) {
 // the window.
 TEST(EngineSlidingWindow, PrefixCacheHitsBeyondTheWindowChangeNothing) {
   FOLIO_REQUIRE_MODEL(path, folio::testing::kGemma3);
-  ModelSessionOptions o;
-  o.model_path = path;
-  o.backend = folio::testing::test_backend_options(2);
-  std::shared_ptr<ModelSession> session = open_model_session(o);
+  std::shared_ptr<ModelSession> session = folio::testing::open_test_session(folio::testing::kGemma3);
   std::string shared;
   for (int i = 0; shared.size() < 4000; ++i)
     shared += "Clause " + std::to_string(i) + " of the agreement sets out what each party must do. ";

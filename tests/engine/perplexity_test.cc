@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "support/test_backend.h"
 #include "support/test_models.h"
 
 namespace folio {
@@ -26,6 +27,7 @@ TEST(Perplexity, WithinOnePercentOfLlamaCpp) {
     FOLIO_REQUIRE_MODEL(path, c["model"].get<std::string>());
     ModelSessionOptions o;
     o.model_path = path;
+    o.backend = folio::testing::test_backend_options(0);
     auto session = open_model_session(o);
     std::vector<TokenId> tokens = session->tokenizer->encode(text.str(), true, false);
     ASSERT_EQ(static_cast<std::int64_t>(tokens.size()), c["num_tokens"].get<std::int64_t>()) << "tokenization differs";
@@ -58,6 +60,7 @@ TEST(Perplexity, QuantizedKvStaysCloseToF16) {
   FOLIO_REQUIRE_MODEL(path, folio::testing::kSmolLM2);
   ModelSessionOptions o;
   o.model_path = path;
+  o.backend = folio::testing::test_backend_options(0);
   auto session = open_model_session(o);
   std::vector<TokenId> tokens = session->tokenizer->encode(text.str(), true, false);
   auto ppl = [&](KvCacheDType type) {
@@ -80,6 +83,7 @@ TEST(Perplexity, RefusesTextShorterThanTwoWindows) {
   FOLIO_REQUIRE_MODEL(path, folio::testing::kSmolLM2);
   ModelSessionOptions o;
   o.model_path = path;
+  o.backend = folio::testing::test_backend_options(0);
   auto session = open_model_session(o);
   std::vector<TokenId> tokens(300, 42);
   PerplexityOptions options;

@@ -34,6 +34,7 @@ const char* kText = "/usr/share/common-licenses/GPL-3";
 std::shared_ptr<ModelSession> open(const std::string& path) {
   ModelSessionOptions o;
   o.model_path = path;
+  o.backend = folio::testing::test_backend_options(0);
   return open_model_session(o);
 }
 
@@ -95,6 +96,7 @@ TEST(Calibration, CollectsActivationStatisticsOfEveryMatmulWeight) {
   FOLIO_REQUIRE_MODEL(path, folio::testing::kSmolLM2);
   ModelSessionOptions o;
   o.model_path = path;
+  o.backend = folio::testing::test_backend_options(0);
   PerplexityOptions windows;
   windows.ctx = 128;
   windows.max_chunks = 2;

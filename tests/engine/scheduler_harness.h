@@ -49,7 +49,7 @@ inline std::uint64_t fake_kv_entry(std::uint64_t previous, TokenId token) {
 
 // The next token of sequence `id` (its sampler seed) from the logits, which
 // fold every KV entry the last position attends to.
-inline TokenId fake_sample(std::uint64_t logits, RequestId id, int vocab) {
+inline TokenId fake_sample(std::uint64_t logits, SequenceId id, int vocab) {
   return static_cast<TokenId>(mix64(logits ^ mix64(id + 0x1234567)) % static_cast<std::uint64_t>(vocab));
 }
 
@@ -58,7 +58,7 @@ struct FakeRequest {
   int max_new_tokens = 4;
   int priority = 0;
   std::string salt;
-  std::vector<RequestId> children;  // n > 1: forked from this one when its prompt is done
+  std::vector<SequenceId> children;  // n > 1: forked from this one when its prompt is done
 };
 
 struct FinishedSequence {
@@ -82,24 +82,24 @@ class SchedulerHarness {
 
   Scheduler& scheduler() { return scheduler_; }
   KvCacheManager& kv() { return kv_; }
-  const SequenceState& state(RequestId id) const { return *scheduler_.find(id); }
-  const std::map<RequestId, FinishedSequence>& finished() const { return finished_; }
-  const std::set<RequestId>& aborted() const { return aborted_; }
+  const SequenceState& state(SequenceId id) const { return *scheduler_.find(id); }
+  const std::map<SequenceId, FinishedSequence>& finished() const { return finished_; }
+  const std::set<SequenceId>& aborted() const { return aborted_; }
   std::int64_t num_steps() const { return step_; }
   int num_forks() const { return num_forks_; }
   int num_fork_fallbacks() const { return num_fork_fallbacks_; }
   int num_hit_admissions() const { return num_hit_admissions_; }
   int num_block_copies() const { return num_block_copies_; }
-  bool alive(RequestId id) const { return seqs_.contains(id); }
-  std::vector<RequestId> alive_ids() const {
-    std::vector<RequestId> ids;
+  bool alive(SequenceId id) const { return seqs_.contains(id); }
+  std::vector<SequenceId> alive_ids() const {
+    std::vector<SequenceId> ids;
     for (const auto& [id, seq] : seqs_) ids.push_back(id);
     return ids;
   }
   // The first broken invariant, or "" when all held so far.
   const std::string& error() const { return error_; }
 
-  void add(RequestId id, FakeRequest request) {
+  void add(SequenceId id, FakeRequest request) {
     scheduler_.add(id, request.prompt, request.priority, request.salt);
     Seq seq;
     seq.request = std::move(request);
@@ -110,7 +110,7 @@ class SchedulerHarness {
 
   // Ends a sequence in whatever state it is (an abort). Call check() after,
   // unless a step is in flight (between schedule and complete_step).
-  void abort(RequestId id) {
+  void abort(SequenceId id) {
     expect(scheduler_.finish(id), fmt::format("finish({}) did not know the sequence", id));
     forget(id);
     aborted_.insert(id);
@@ -120,17 +120,17 @@ class SchedulerHarness {
   // complete_step (a request aborted while the step ran).
   StepPlan step(const std::function<void(const StepPlan&)>& during = nullptr) {
     ++step_;
-    std::map<RequestId, Before> before;
+    std::map<SequenceId, Before> before;
     for (const auto& [id, seq] : seqs_) {
       const SequenceState& s = state(id);
       before[id] = {s.status, s.num_computed_tokens, s.num_tokens(), s.num_preemptions, s.num_cached_tokens};
     }
-    const std::vector<RequestId> running_before = running_order_;
-    const std::deque<RequestId> waiting_before = waiting_order_;
+    const std::vector<SequenceId> running_before = running_order_;
+    const std::deque<SequenceId> waiting_before = waiting_order_;
 
     StepPlan plan = scheduler_.schedule();
     check_plan(plan, before, running_before, waiting_before);
-    const std::map<RequestId, std::uint64_t> logits = forward(plan);
+    const std::map<SequenceId, std::uint64_t> logits = forward(plan);
     if (during) during(plan);
     scheduler_.complete_step(plan);
 
@@ -140,8 +140,8 @@ class SchedulerHarness {
       Seq& seq = seqs_.at(q.id);
       if (!seq.forked && state(q.id).num_output_tokens() == 0) {
         seq.forked = true;
-        const std::vector<RequestId> children = seq.request.children;
-        for (RequestId child : children) fork(q.id, child, l);
+        const std::vector<SequenceId> children = seq.request.children;
+        for (SequenceId child : children) fork(q.id, child, l);
       }
       scheduler_.append_token(q.id, fake_sample(l, q.id, vocab_));
       finish_if_done(q.id);
@@ -165,7 +165,7 @@ class SchedulerHarness {
   bool drained() {
     const KvUsage u = kv_.usage();
     expect(!scheduler_.has_work() && seqs_.empty(), "sequences left");
-    expect(kv_.num_requests() == 0, fmt::format("the KV cache still knows {} requests", kv_.num_requests()));
+    expect(kv_.num_sequences() == 0, fmt::format("the KV cache still knows {} sequences", kv_.num_sequences()));
     expect(u.num_used_blocks == 0 && u.num_free_blocks == u.num_blocks,
            fmt::format("{} blocks still used after draining", u.num_used_blocks));
     expect(u.num_empty_slots == 0, "empty slots counted after draining");
@@ -221,8 +221,8 @@ class SchedulerHarness {
                  fmt::format("sequence {}: cached block {} holds unverified tokens", id, table[i]));
       }
     }
-    expect(kv_.num_requests() == num_running,
-           fmt::format("the KV cache knows {} requests, {} are running", kv_.num_requests(), num_running));
+    expect(kv_.num_sequences() == num_running,
+           fmt::format("the KV cache knows {} sequences, {} are running", kv_.num_sequences(), num_running));
     expect(scheduler_.num_running() == num_running && num_running == static_cast<int>(running_order_.size()),
            fmt::format("running count: scheduler {}, statuses {}, shadow {}", scheduler_.num_running(), num_running,
                        running_order_.size()));
@@ -265,7 +265,7 @@ class SchedulerHarness {
     int num_cached_tokens;
   };
   struct PendingCopy {
-    RequestId child;
+    SequenceId child;
     BlockCopy copy;
   };
 
@@ -274,12 +274,12 @@ class SchedulerHarness {
   }
 
   bool fcfs() const { return config_.policy == SchedulingPolicy::kFcfs; }
-  std::pair<int, std::uint64_t> key(RequestId id) const { return {state(id).priority, state(id).arrival}; }
+  std::pair<int, std::uint64_t> key(SequenceId id) const { return {state(id).priority, state(id).arrival}; }
 
   // The waiting order the scheduler promises: FCFS: arrivals at the back,
   // preempted at the front; kPriority: by (priority, arrival), ties in
   // insertion order.
-  void insert_waiting(RequestId id, bool front) {
+  void insert_waiting(SequenceId id, bool front) {
     if (fcfs()) {
       if (front) {
         waiting_order_.push_front(id);
@@ -289,17 +289,17 @@ class SchedulerHarness {
       return;
     }
     auto pos = std::upper_bound(waiting_order_.begin(), waiting_order_.end(), id,
-                                [&](RequestId a, RequestId b) { return key(a) < key(b); });
+                                [&](SequenceId a, SequenceId b) { return key(a) < key(b); });
     waiting_order_.insert(pos, id);
   }
 
-  void forget(RequestId id) {
+  void forget(SequenceId id) {
     seqs_.erase(id);
     std::erase(running_order_, id);
     std::erase(waiting_order_, id);
   }
 
-  const std::vector<std::uint64_t>& expected_kv(RequestId id) {
+  const std::vector<std::uint64_t>& expected_kv(SequenceId id) {
     Seq& seq = seqs_.at(id);
     const std::vector<TokenId>& tokens = state(id).tokens;
     for (std::size_t p = seq.expected.size(); p < tokens.size(); ++p)
@@ -308,14 +308,14 @@ class SchedulerHarness {
     return seq.expected;
   }
 
-  void check_plan(const StepPlan& plan, const std::map<RequestId, Before>& before,
-                  const std::vector<RequestId>& running_before, const std::deque<RequestId>& waiting_before) {
+  void check_plan(const StepPlan& plan, const std::map<SequenceId, Before>& before,
+                  const std::vector<SequenceId>& running_before, const std::deque<SequenceId>& waiting_before) {
     const int budget = config_.max_num_batched_tokens;
     expect(plan.num_tokens <= budget, fmt::format("plan feeds {} tokens, budget {}", plan.num_tokens, budget));
     expect(static_cast<int>(plan.sequences.size()) <= config_.max_num_seqs,
            fmt::format("plan runs {} sequences, cap {}", plan.sequences.size(), config_.max_num_seqs));
     int sum = 0;
-    std::map<RequestId, const ScheduledSequence*> planned;
+    std::map<SequenceId, const ScheduledSequence*> planned;
     for (const ScheduledSequence& q : plan.sequences) {
       expect(q.num_new_tokens >= 1, fmt::format("sequence {} scheduled with {} tokens", q.id, q.num_new_tokens));
       sum += q.num_new_tokens;
@@ -323,8 +323,8 @@ class SchedulerHarness {
     }
     expect(sum == plan.num_tokens, fmt::format("plan says {} tokens, its sequences feed {}", plan.num_tokens, sum));
 
-    std::set<RequestId> preempted;
-    for (RequestId id : plan.preempted) {
+    std::set<SequenceId> preempted;
+    for (SequenceId id : plan.preempted) {
       expect(preempted.insert(id).second, fmt::format("sequence {} preempted twice", id));
       expect(!planned.contains(id), fmt::format("preempted sequence {} is in the plan", id));
       expect(before.contains(id) && before.at(id).status == SequenceStatus::kRunning,
@@ -338,7 +338,7 @@ class SchedulerHarness {
                fmt::format("sequence {}: preemption not counted", id));
     }
 
-    std::vector<RequestId> admitted;
+    std::vector<SequenceId> admitted;
     for (const ScheduledSequence& q : plan.sequences) {
       const SequenceState* s = scheduler_.find(q.id);
       if (s == nullptr || !before.contains(q.id)) {
@@ -385,13 +385,13 @@ class SchedulerHarness {
 
     // Victims: FCFS takes the most recently admitted first; kPriority the
     // lowest priority (highest key), latest arrival among equals.
-    std::vector<RequestId> left = running_before;
-    for (RequestId v : plan.preempted) {
+    std::vector<SequenceId> left = running_before;
+    for (SequenceId v : plan.preempted) {
       if (std::find(left.begin(), left.end(), v) == left.end()) continue;  // reported above
       if (fcfs()) {
         expect(v == left.back(), fmt::format("FCFS preempted {}, not the newest running {}", v, left.back()));
       } else {
-        for (RequestId r : left)
+        for (SequenceId r : left)
           expect(key(r) <= key(v), fmt::format("kPriority preempted {} before lower-priority {}", v, r));
       }
       std::erase(left, v);
@@ -402,7 +402,7 @@ class SchedulerHarness {
     // preempted, the plan is exactly min(remaining, budget left) in order.
     if (fcfs() || plan.preempted.empty()) {
       int budget_left = budget;
-      for (RequestId id : left) {
+      for (SequenceId id : left) {
         const Before& b = before.at(id);
         const int n = std::min(b.num_tokens - b.num_computed_tokens, budget_left);
         const auto it = planned.find(id);
@@ -416,14 +416,14 @@ class SchedulerHarness {
         budget_left -= std::max(n, 0);
       }
     } else {
-      for (RequestId id : left) {
+      for (SequenceId id : left) {
         const Before& b = before.at(id);
         if (b.num_tokens > b.num_computed_tokens && !planned.contains(id))
           expect(plan.num_tokens == budget, fmt::format("running sequence {} left out with budget left", id));
       }
     }
     // Decodes come before prefill chunks: a decode left out means the plan is all decodes.
-    for (RequestId id : left) {
+    for (SequenceId id : left) {
       const Before& b = before.at(id);
       const bool decode = b.num_tokens - b.num_computed_tokens == 1 && b.num_tokens > state(id).num_prompt_tokens;
       if (!decode || planned.contains(id)) continue;
@@ -436,11 +436,11 @@ class SchedulerHarness {
     }
 
     // Update the shadow queues.
-    for (RequestId v : plan.preempted) {
+    for (SequenceId v : plan.preempted) {
       std::erase(running_order_, v);
       insert_waiting(v, /*front=*/true);
     }
-    for (RequestId a : admitted) {
+    for (SequenceId a : admitted) {
       std::erase(waiting_order_, a);
       running_order_.push_back(a);
     }
@@ -471,7 +471,7 @@ class SchedulerHarness {
   // The model runner: block copies first, then every scheduled sequence
   // reads the KV of its prefix and writes its new tokens' KV. Returns the
   // logits of the sequences that sample.
-  std::map<RequestId, std::uint64_t> forward(const StepPlan& plan) {
+  std::map<SequenceId, std::uint64_t> forward(const StepPlan& plan) {
     const BlockPool& pool = kv_.pool();
     for (const BlockCopy& c : plan.block_copies) {
       expect(c.src != c.dst, "block copy onto itself");
@@ -479,7 +479,7 @@ class SchedulerHarness {
                   shadow_.begin() + static_cast<std::ptrdiff_t>(c.dst) * block_size_);
       ++num_block_copies_;
     }
-    std::map<RequestId, std::uint64_t> logits;
+    std::map<SequenceId, std::uint64_t> logits;
     std::vector<SlotId> slots;
     for (const ScheduledSequence& q : plan.sequences) {
       if (!seqs_.contains(q.id) || !kv_.contains(q.id)) continue;  // reported by check_plan
@@ -515,7 +515,7 @@ class SchedulerHarness {
 
   // n > 1: the child shares the parent's prompt; it samples its first token
   // from the parent's logits with its own seed, or queues and recomputes.
-  void fork(RequestId parent, RequestId child, std::uint64_t logits) {
+  void fork(SequenceId parent, SequenceId child, std::uint64_t logits) {
     const std::vector<BlockId> parent_blocks = kv_.block_table(parent).blocks();
     const int parent_tokens = kv_.num_tokens(parent);
     scheduler_.fork(parent, child);
@@ -551,7 +551,7 @@ class SchedulerHarness {
     finish_if_done(child);
   }
 
-  void finish_if_done(RequestId id) {
+  void finish_if_done(SequenceId id) {
     const SequenceState& s = state(id);
     const Seq& seq = seqs_.at(id);
     if (s.num_output_tokens() < seq.request.max_new_tokens && s.num_tokens() < config_.max_model_len) return;
@@ -573,12 +573,12 @@ class SchedulerHarness {
   int block_size_;
   int vocab_;
   std::vector<std::uint64_t> shadow_;  // [num_blocks * block_size]: the KV each slot holds
-  std::map<RequestId, Seq> seqs_;
-  std::vector<RequestId> running_order_;
-  std::deque<RequestId> waiting_order_;
+  std::map<SequenceId, Seq> seqs_;
+  std::vector<SequenceId> running_order_;
+  std::deque<SequenceId> waiting_order_;
   std::vector<PendingCopy> pending_copies_;
-  std::map<RequestId, FinishedSequence> finished_;
-  std::set<RequestId> aborted_;
+  std::map<SequenceId, FinishedSequence> finished_;
+  std::set<SequenceId> aborted_;
   std::int64_t step_ = 0;
   int num_forks_ = 0;
   int num_fork_fallbacks_ = 0;
@@ -590,7 +590,7 @@ class SchedulerHarness {
 
 // What `request` produces run alone through a scheduler with an ample pool
 // and no prefix cache: the reference every shared run must equal.
-inline std::vector<TokenId> solo_output(const SchedulerConfig& config, int block_size, RequestId id,
+inline std::vector<TokenId> solo_output(const SchedulerConfig& config, int block_size, SequenceId id,
                                         FakeRequest request, std::string* error = nullptr) {
   request.children.clear();
   KvCacheConfig kv;

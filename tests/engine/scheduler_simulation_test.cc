@@ -73,9 +73,9 @@ TEST_P(SchedulerSimulationTest, InvariantsLivenessAndExactness) {
   for (auto& doc : docs)
     for (int i = 0; i < c.max_model_len - 1; ++i) doc.push_back(token());
 
-  RequestId next_id = 1;
-  std::map<RequestId, RequestId> parent_of;  // child -> parent
-  std::set<RequestId> added;
+  SequenceId next_id = 1;
+  std::map<SequenceId, SequenceId> parent_of;  // child -> parent
+  std::set<SequenceId> added;
   auto arrive = [&] {
     FakeRequest r;
     const int cap = c.max_model_len - 1;
@@ -90,7 +90,7 @@ TEST_P(SchedulerSimulationTest, InvariantsLivenessAndExactness) {
     r.max_new_tokens = uniform(1, c.max_new_tokens);
     r.priority = uniform(0, 2);
     if (uniform(0, 99) < 15) r.salt = "tenant-b";
-    const RequestId id = next_id++;
+    const SequenceId id = next_id++;
     if (uniform(0, 99) < 10)
       for (int i = uniform(1, 2); i > 0; --i) {
         parent_of[next_id] = id;
@@ -99,13 +99,13 @@ TEST_P(SchedulerSimulationTest, InvariantsLivenessAndExactness) {
     h.add(id, r);
     added.insert(id);
   };
-  auto pick = [&](const std::vector<RequestId>& ids) { return ids[static_cast<std::size_t>(uniform(0, static_cast<int>(ids.size()) - 1))]; };
+  auto pick = [&](const std::vector<SequenceId>& ids) { return ids[static_cast<std::size_t>(uniform(0, static_cast<int>(ids.size()) - 1))]; };
 
   std::map<std::string, int> aborted_in;  // state -> count
   auto abort_between_steps = [&] {
-    const std::vector<RequestId> alive = h.alive_ids();
+    const std::vector<SequenceId> alive = h.alive_ids();
     if (alive.empty()) return;
-    const RequestId id = pick(alive);
+    const SequenceId id = pick(alive);
     const SequenceState& s = h.state(id);
     const char* what = s.status == SequenceStatus::kWaiting
                            ? (s.num_preemptions > 0 ? "preempted" : "waiting")
@@ -118,7 +118,7 @@ TEST_P(SchedulerSimulationTest, InvariantsLivenessAndExactness) {
       ++aborted_in["just-preempted"];
       h.abort(pick(plan.preempted));
     } else if (!plan.sequences.empty()) {
-      const RequestId id = plan.sequences[static_cast<std::size_t>(uniform(0, static_cast<int>(plan.sequences.size()) - 1))].id;
+      const SequenceId id = plan.sequences[static_cast<std::size_t>(uniform(0, static_cast<int>(plan.sequences.size()) - 1))].id;
       if (!h.alive(id)) return;
       ++aborted_in["in-flight"];
       h.abort(id);
@@ -155,7 +155,7 @@ TEST_P(SchedulerSimulationTest, InvariantsLivenessAndExactness) {
 
   // Every sequence ended: finished or aborted; a child exists only if its
   // parent reached its first token.
-  for (RequestId id : added)
+  for (SequenceId id : added)
     EXPECT_TRUE(h.finished().contains(id) || h.aborted().contains(id)) << "sequence " << id << " vanished";
   for (const auto& [child, parent] : parent_of)
     EXPECT_TRUE(h.finished().contains(child) || h.aborted().contains(child) || h.aborted().contains(parent))

@@ -66,13 +66,13 @@ FakeRequest request(std::vector<TokenId> prompt, int max_new_tokens, int priorit
   return r;
 }
 
-std::vector<RequestId> ids_of(const StepPlan& plan) {
-  std::vector<RequestId> ids;
+std::vector<SequenceId> ids_of(const StepPlan& plan) {
+  std::vector<SequenceId> ids;
   for (const ScheduledSequence& q : plan.sequences) ids.push_back(q.id);
   return ids;
 }
 
-std::optional<ScheduledSequence> find_in(const StepPlan& plan, RequestId id) {
+std::optional<ScheduledSequence> find_in(const StepPlan& plan, SequenceId id) {
   for (const ScheduledSequence& q : plan.sequences)
     if (q.id == id) return q;
   return std::nullopt;
@@ -126,7 +126,7 @@ TEST_P(SchedulerCapTest, PlansNeverRunMoreThanTheCap) {
   const int cap = GetParam();
   const SchedulerConfig config = sched_config(256, cap, 64);
   SchedulerHarness h(config, kv_config(64, 4));
-  for (int i = 0; i < 8; ++i) h.add(static_cast<RequestId>(i + 1), request(tokens(3 + i, 10 * i), 2 + i % 3));
+  for (int i = 0; i < 8; ++i) h.add(static_cast<SequenceId>(i + 1), request(tokens(3 + i, 10 * i), 2 + i % 3));
   std::size_t widest = 0;
   while (h.scheduler().has_work()) {
     const StepPlan plan = h.step();
@@ -163,24 +163,24 @@ TEST_P(SchedulerBudgetTest, DecodesFirstThenAPrefillChunk) {
   const BudgetCase& c = GetParam();
   const SchedulerConfig config = sched_config(c.budget, 32, 128);
   SchedulerHarness h(config, kv_config(256, 4));
-  for (int i = 0; i < c.num_decoding; ++i) h.add(static_cast<RequestId>(i + 1), request(tokens(2, 10 * i), 100));
+  for (int i = 0; i < c.num_decoding; ++i) h.add(static_cast<SequenceId>(i + 1), request(tokens(2, 10 * i), 100));
   auto all_decoding = [&] {
     for (int i = 0; i < c.num_decoding; ++i)
-      if (h.state(static_cast<RequestId>(i + 1)).num_output_tokens() == 0) return false;
+      if (h.state(static_cast<SequenceId>(i + 1)).num_output_tokens() == 0) return false;
     return true;
   };
   while (!all_decoding()) {
     h.step();
     ASSERT_HARNESS_OK(h);
   }
-  const RequestId newcomer = 1000;
+  const SequenceId newcomer = 1000;
   h.add(newcomer, request(tokens(c.prompt_len, 500), 2));
   const StepPlan plan = h.step();
   ASSERT_HARNESS_OK(h);
 
   ASSERT_EQ(static_cast<int>(plan.sequences.size()), c.num_decoding + (c.want_chunk > 0 ? 1 : 0));
   for (int i = 0; i < c.num_decoding; ++i) {
-    EXPECT_EQ(plan.sequences[static_cast<std::size_t>(i)].id, static_cast<RequestId>(i + 1));
+    EXPECT_EQ(plan.sequences[static_cast<std::size_t>(i)].id, static_cast<SequenceId>(i + 1));
     EXPECT_EQ(plan.sequences[static_cast<std::size_t>(i)].num_new_tokens, 1);
     EXPECT_TRUE(plan.sequences[static_cast<std::size_t>(i)].sample);
   }
@@ -351,8 +351,8 @@ struct PreemptionCase {
   std::string name;
   SchedulingPolicy policy;
   std::vector<int> priorities;  // of sequences 1, 2, 3 (added in that order)
-  RequestId want_first_victim;
-  RequestId want_never_preempted;
+  SequenceId want_first_victim;
+  SequenceId want_never_preempted;
 };
 
 void PrintTo(const PreemptionCase& c, std::ostream* os) { *os << c.name; }
@@ -364,16 +364,16 @@ TEST_P(SchedulerPreemptionTest, PicksTheVictimByPolicyAndRecomputesItExactly) {
   const SchedulerConfig config = sched_config(64, 8, 48, true, c.policy);
   SchedulerHarness h(config, kv_config(12, 4, /*caching=*/false));
   for (int i = 0; i < 3; ++i)
-    h.add(static_cast<RequestId>(i + 1), request(tokens(12, 100 * (i + 1)), 20, c.priorities[static_cast<std::size_t>(i)]));
+    h.add(static_cast<SequenceId>(i + 1), request(tokens(12, 100 * (i + 1)), 20, c.priorities[static_cast<std::size_t>(i)]));
   StepPlan plan = h.step();  // all three fit: 9 of 12 blocks
   ASSERT_HARNESS_OK(h);
   ASSERT_EQ(plan.sequences.size(), 3u);
-  std::vector<RequestId> victims;
+  std::vector<SequenceId> victims;
   while (h.scheduler().has_work()) {
     plan = h.step();
     ASSERT_HARNESS_OK(h);
     victims.insert(victims.end(), plan.preempted.begin(), plan.preempted.end());
-    for (RequestId v : plan.preempted) {
+    for (SequenceId v : plan.preempted) {
       EXPECT_FALSE(find_in(plan, v).has_value());
       EXPECT_FALSE(h.kv().contains(v));
     }
@@ -466,7 +466,7 @@ TEST(SchedulerTest, RegressionPreemptingAPrefixSharerLeavesTheOwnerIntact) {
   EXPECT_EQ(h.kv().usage().num_free_blocks, 3);
 
   // 1 grows into new blocks; 2 (newest) is preempted once the pool is dry.
-  std::vector<RequestId> victims;
+  std::vector<SequenceId> victims;
   while (victims.empty()) {
     plan = h.step();
     ASSERT_HARNESS_OK(h);
@@ -571,7 +571,7 @@ TEST_P(SchedulerForkTest, ChildrenShareThePromptAndGetCopiesInTheNextPlan) {
   const SchedulerConfig config = sched_config(64, 8, 64);
   SchedulerHarness h(config, kv_config(32, 4));
   FakeRequest parent = request(tokens(c.prompt_len), 5);
-  for (int i = 0; i < c.num_children; ++i) parent.children.push_back(static_cast<RequestId>(101 + i));
+  for (int i = 0; i < c.num_children; ++i) parent.children.push_back(static_cast<SequenceId>(101 + i));
   h.add(1, parent);
   StepPlan plan = h.step();
   ASSERT_HARNESS_OK(h);
@@ -580,7 +580,7 @@ TEST_P(SchedulerForkTest, ChildrenShareThePromptAndGetCopiesInTheNextPlan) {
   const std::vector<BlockId>& parent_blocks = h.kv().block_table(1).blocks();
   std::vector<BlockCopy> want;
   for (int i = 0; i < c.num_children; ++i) {
-    const RequestId child = static_cast<RequestId>(101 + i);
+    const SequenceId child = static_cast<SequenceId>(101 + i);
     ASSERT_EQ(h.state(child).status, SequenceStatus::kRunning);
     EXPECT_EQ(h.state(child).num_computed_tokens, c.prompt_len);
     EXPECT_EQ(h.state(child).num_output_tokens(), 1);
@@ -678,13 +678,13 @@ struct FinishCase {
   std::string name;
   Moment moment;
   // Picks the sequence to end now, or 0.
-  std::function<RequestId(SchedulerHarness&, const StepPlan*)> pick;
+  std::function<SequenceId(SchedulerHarness&, const StepPlan*)> pick;
 };
 
 void PrintTo(const FinishCase& c, std::ostream* os) { *os << c.name; }
 
-RequestId first_alive(SchedulerHarness& h, const std::function<bool(const SequenceState&)>& pred) {
-  for (RequestId id : h.alive_ids())
+SequenceId first_alive(SchedulerHarness& h, const std::function<bool(const SequenceState&)>& pred) {
+  for (SequenceId id : h.alive_ids())
     if (pred(h.state(id))) return id;
   return 0;
 }
@@ -703,9 +703,9 @@ TEST_P(SchedulerFinishTest, ReturnsEveryBlock) {
   parent.children = {6};
   h.add(5, parent);
 
-  RequestId victim = 0;
+  SequenceId victim = 0;
   int used_after = -1;
-  auto end_it = [&](RequestId id) {
+  auto end_it = [&](SequenceId id) {
     victim = id;
     int exclusive = 0;
     if (h.kv().contains(id))
@@ -719,7 +719,7 @@ TEST_P(SchedulerFinishTest, ReturnsEveryBlock) {
   };
   while (victim == 0 && h.scheduler().has_work()) {
     if (c.moment == Moment::kBetweenSteps) {
-      if (RequestId id = c.pick(h, nullptr)) {
+      if (SequenceId id = c.pick(h, nullptr)) {
         end_it(id);
         ASSERT_TRUE(h.check()) << h.error();
         break;
@@ -727,7 +727,7 @@ TEST_P(SchedulerFinishTest, ReturnsEveryBlock) {
     }
     h.step([&](const StepPlan& plan) {
       if (c.moment == Moment::kDuringStep && victim == 0)
-        if (RequestId id = c.pick(h, &plan)) end_it(id);
+        if (SequenceId id = c.pick(h, &plan)) end_it(id);
     });
     ASSERT_HARNESS_OK(h);
     ASSERT_LT(h.num_steps(), 300);
@@ -761,7 +761,7 @@ INSTANTIATE_TEST_SUITE_P(Scheduler, SchedulerFinishTest,
                      });
                    }},
         FinishCase{"SharingAPrefixHit", Moment::kBetweenSteps,
-                   [](SchedulerHarness& h, const StepPlan*) -> RequestId {
+                   [](SchedulerHarness& h, const StepPlan*) -> SequenceId {
                      return h.alive(4) && h.state(4).status == SequenceStatus::kRunning &&
                                     h.state(4).num_cached_tokens > 0 &&
                                     h.kv().pool().ref_count(h.kv().block_table(4)[0]) > 1
@@ -775,22 +775,22 @@ INSTANTIATE_TEST_SUITE_P(Scheduler, SchedulerFinishTest,
                      });
                    }},
         FinishCase{"JustPreempted", Moment::kDuringStep,
-                   [](SchedulerHarness&, const StepPlan* plan) -> RequestId {
+                   [](SchedulerHarness&, const StepPlan* plan) -> SequenceId {
                      return plan->preempted.empty() ? 0 : plan->preempted.front();
                    }},
         FinishCase{"WhileItsStepRuns", Moment::kDuringStep,
-                   [](SchedulerHarness&, const StepPlan* plan) -> RequestId {
+                   [](SchedulerHarness&, const StepPlan* plan) -> SequenceId {
                      return plan->sequences.size() < 2 ? 0 : plan->sequences[1].id;
                    }},
         FinishCase{"ForkChildBeforeItsCopy", Moment::kBetweenSteps,
-                   [](SchedulerHarness& h, const StepPlan*) -> RequestId {
+                   [](SchedulerHarness& h, const StepPlan*) -> SequenceId {
                      return h.alive(6) && h.state(6).status == SequenceStatus::kRunning &&
                                     h.state(6).num_computed_tokens == h.state(6).num_prompt_tokens
                                 ? 6
                                 : 0;
                    }},
         FinishCase{"ForkParent", Moment::kBetweenSteps,
-                   [](SchedulerHarness& h, const StepPlan*) -> RequestId {
+                   [](SchedulerHarness& h, const StepPlan*) -> SequenceId {
                      return h.alive(5) && h.alive(6) && h.state(5).status == SequenceStatus::kRunning ? 5 : 0;
                    }}),
     [](const auto& row) { return row.param.name; });

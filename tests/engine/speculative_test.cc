@@ -116,8 +116,8 @@ TEST(SchedulerSpeculation, RollbacksKeepThePoolConsistent) {
     sc.max_num_seqs = 8;
     sc.max_model_len = 160;
     Scheduler s(sc, kv);
-    std::map<RequestId, int> target_len;
-    RequestId next = 1;
+    std::map<SequenceId, int> target_len;
+    SequenceId next = 1;
     int proposed = 0, rejected = 0;
     for (int step = 0; step < 2000; ++step) {
       if (target_len.size() < 10 && rng() % 3 == 0) {
@@ -126,7 +126,7 @@ TEST(SchedulerSpeculation, RollbacksKeepThePoolConsistent) {
         target_len[next] = static_cast<int>(prompt.size()) + 1 + static_cast<int>(rng() % 60);
         s.add(next++, prompt);
       }
-      for (RequestId id : s.decode_candidates()) {
+      for (SequenceId id : s.decode_candidates()) {
         std::vector<TokenId> draft(static_cast<std::size_t>(rng() % 6));
         for (auto& t : draft) t = static_cast<TokenId>(rng() % 7);
         if (!draft.empty()) s.propose(id, draft);

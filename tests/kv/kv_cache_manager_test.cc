@@ -34,7 +34,7 @@ std::vector<TokenId> cat(std::vector<TokenId> a, const std::vector<TokenId>& b) 
   return a;
 }
 
-Blocks table(KvTestDriver& d, RequestId id) { return d.kv().block_table(id).blocks(); }
+Blocks table(KvTestDriver& d, SequenceId id) { return d.kv().block_table(id).blocks(); }
 Blocks first(const Blocks& b, int n) { return Blocks(b.begin(), b.begin() + n); }
 int ref(KvTestDriver& d, BlockId b) { return d.kv().pool().ref_count(b); }
 Blocks free_queue(KvTestDriver& d) { return d.kv().pool().free_queue().to_vector(); }

@@ -35,7 +35,7 @@ struct SimConfig {
 void PrintTo(const SimConfig& c, std::ostream* os) { *os << c.name << " (seed " << c.seed << ")"; }
 
 struct Waiting {
-  RequestId id;
+  SequenceId id;
   std::vector<TokenId> tokens;
   std::string salt;
 };
@@ -95,7 +95,7 @@ class Simulation {
 
   int uniform(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
   TokenId token() { return static_cast<TokenId>(uniform(0, c_.vocab - 1)); }
-  RequestId pick_running() { return running_[static_cast<std::size_t>(uniform(0, static_cast<int>(running_.size()) - 1))]; }
+  SequenceId pick_running() { return running_[static_cast<std::size_t>(uniform(0, static_cast<int>(running_.size()) - 1))]; }
 
   void arrive() {
     if (waiting_.size() >= 8) return;
@@ -123,7 +123,7 @@ class Simulation {
   }
 
   // Prefill a chunk, settle speculation, or decode (plain or speculative).
-  void advance(RequestId id) {
+  void advance(SequenceId id) {
     const auto& r = d_.request(id);
     const int num_tokens = static_cast<int>(r.tokens.size());
     bool ok = true;
@@ -155,7 +155,7 @@ class Simulation {
 
   // The pool is short: preempt the newest other request, as a scheduler
   // would; a request alone that cannot grow is finished.
-  void relieve_pressure(std::optional<RequestId> stuck) {
+  void relieve_pressure(std::optional<SequenceId> stuck) {
     for (auto it = running_.rbegin(); it != running_.rend(); ++it)
       if (!stuck || *it != *stuck) {
         preempt(*it);
@@ -168,7 +168,7 @@ class Simulation {
     }
   }
 
-  void abort(RequestId id) {
+  void abort(SequenceId id) {
     d_.free(id);
     remove_running(id);
     ++n_.aborted;
@@ -176,7 +176,7 @@ class Simulation {
 
   // Recompute later: the request waits again with its verified tokens (and
   // any prompt it had not prefilled yet) as its prompt.
-  void preempt(RequestId id) {
+  void preempt(SequenceId id) {
     const auto& r = d_.request(id);
     std::vector<TokenId> tokens = r.tokens;
     if (r.num_written == static_cast<int>(tokens.size())) tokens.resize(static_cast<std::size_t>(r.num_verified));
@@ -187,10 +187,10 @@ class Simulation {
     ++n_.preempted;
   }
 
-  void fork(RequestId id) {
+  void fork(SequenceId id) {
     const auto& r = d_.request(id);
     if (r.num_written != static_cast<int>(r.tokens.size()) || r.num_verified != r.num_written) return;
-    const RequestId child = next_id_++;
+    const SequenceId child = next_id_++;
     if (!d_.fork(id, child)) {
       ++n_.pool_short;
       return;
@@ -199,15 +199,15 @@ class Simulation {
     ++n_.forked;
   }
 
-  void remove_running(RequestId id) { running_.erase(std::find(running_.begin(), running_.end(), id)); }
+  void remove_running(SequenceId id) { running_.erase(std::find(running_.begin(), running_.end(), id)); }
 
   SimConfig c_;
   std::mt19937_64 rng_;
   KvTestDriver d_;
   std::vector<std::vector<TokenId>> docs_;
   std::deque<Waiting> waiting_;
-  std::vector<RequestId> running_;
-  RequestId next_id_ = 1;
+  std::vector<SequenceId> running_;
+  SequenceId next_id_ = 1;
   Counts n_;
 };
 

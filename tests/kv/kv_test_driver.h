@@ -40,15 +40,15 @@ class KvTestDriver {
 
   KvCacheManager& kv() { return kv_; }
   const KvCacheManager& kv() const { return kv_; }
-  const std::map<RequestId, Request>& requests() const { return requests_; }
-  const Request& request(RequestId id) const { return requests_.at(id); }
+  const std::map<SequenceId, Request>& requests() const { return requests_; }
+  const Request& request(SequenceId id) const { return requests_.at(id); }
   // The first broken invariant, or "" when all held so far.
   const std::string& error() const { return error_; }
 
   // A new request: finds its cached prefix (checking the hit holds exactly
   // this prefix), then writes and commits up to `chunk` more prompt tokens.
   // nullopt when the pool is short (nothing changed).
-  std::optional<int> admit(RequestId id, std::vector<TokenId> prompt, const std::string& salt = "",
+  std::optional<int> admit(SequenceId id, std::vector<TokenId> prompt, const std::string& salt = "",
                            int chunk = -1) {
     Request r;
     r.salt = salt;
@@ -75,7 +75,7 @@ class KvTestDriver {
   }
 
   // The next `chunk` prompt tokens of a running request; false: pool short.
-  bool prefill(RequestId id, int chunk) {
+  bool prefill(SequenceId id, int chunk) {
     Request& r = requests_.at(id);
     const int n = std::min(chunk, static_cast<int>(r.tokens.size()) - r.num_written);
     if (!kv_.allocate_slots(id, n)) return false;
@@ -87,7 +87,7 @@ class KvTestDriver {
 
   // Output tokens: verified ones (plain decode) are committed at once,
   // unverified ones (speculative drafts) wait for accept(). false: pool short.
-  bool append(RequestId id, const std::vector<TokenId>& tokens, bool verified) {
+  bool append(SequenceId id, const std::vector<TokenId>& tokens, bool verified) {
     Request& r = requests_.at(id);
     expect(r.num_written == static_cast<int>(r.tokens.size()), "append before the prompt is prefilled");
     if (!kv_.allocate_slots(id, static_cast<int>(tokens.size()))) return false;
@@ -101,7 +101,7 @@ class KvTestDriver {
 
   // Speculation verified: the first num_accepted unverified tokens stay,
   // the rest are rolled back.
-  void accept(RequestId id, int num_accepted) {
+  void accept(SequenceId id, int num_accepted) {
     Request& r = requests_.at(id);
     const int num_rejected = r.num_written - r.num_verified - num_accepted;
     kv_.rollback(id, num_rejected);
@@ -112,7 +112,7 @@ class KvTestDriver {
     check();
   }
 
-  void free(RequestId id) {
+  void free(SequenceId id) {
     expect(kv_.free(id), fmt::format("free({}) found no request", id));
     requests_.erase(id);
     check();
@@ -120,7 +120,7 @@ class KvTestDriver {
 
   // n > 1: the child shares the parent's full blocks; the driver performs
   // the returned copies the way the model runner would.
-  std::optional<std::vector<BlockCopy>> fork(RequestId parent, RequestId child) {
+  std::optional<std::vector<BlockCopy>> fork(SequenceId parent, SequenceId child) {
     auto copies = kv_.fork(parent, child);
     if (!copies) return copies;
     for (const BlockCopy& c : *copies) {
@@ -223,7 +223,7 @@ class KvTestDriver {
 
   // The model runner writes the next n tokens' KV into their slots; only a
   // block that no one else references may be written.
-  void write(RequestId id, Request& r, int n) {
+  void write(SequenceId id, Request& r, int n) {
     const BlockTable& table = kv_.block_table(id);
     const BlockPool& pool = kv_.pool();
     for (int p = r.num_written; p < r.num_written + n; ++p) {
@@ -240,7 +240,7 @@ class KvTestDriver {
     r.num_written += n;
   }
 
-  void commit(RequestId id, int num_verified) {
+  void commit(SequenceId id, int num_verified) {
     Request& r = requests_.at(id);
     kv_.commit(id, std::span<const TokenId>(r.tokens.data(), static_cast<std::size_t>(num_verified)));
     for (int p = r.num_verified; p < num_verified; ++p) verified_.insert(r.prefix[static_cast<std::size_t>(p)]);
@@ -250,7 +250,7 @@ class KvTestDriver {
   KvCacheManager kv_;
   int block_size_;
   std::vector<std::int64_t> slots_;  // [num_blocks * block_size]: prefix node whose KV a slot holds, -1: none
-  std::map<RequestId, Request> requests_;
+  std::map<SequenceId, Request> requests_;
   std::map<std::string, std::int64_t> roots_;
   std::map<std::pair<std::int64_t, TokenId>, std::int64_t> trie_;
   std::vector<Node> nodes_;

@@ -119,10 +119,14 @@ def test_prompt_longer_than_context_names_both_numbers(server):
     still_serving(server)
 
 
-def test_unknown_routes_are_404(server):
-    for method, path in [("GET", "/v1/nothing"), ("POST", "/v1/completions/extra"), ("GET", "/v1/completions"),
-                         ("GET", "/v1/models/gpt-4o")]:
+def test_unknown_routes_are_404_known_routes_with_another_method_405(server):
+    for method, path in [("GET", "/v1/nothing"), ("POST", "/v1/completions/extra"), ("GET", "/v1/models/gpt-4o")]:
         check_error(httpx.request(method, server.url + path), 404)
+    for method, path, allow in [("GET", "/v1/completions", "POST"), ("DELETE", "/v1/models", "GET, HEAD"),
+                                ("POST", "/health", "GET, HEAD")]:
+        r = httpx.request(method, server.url + path)
+        check_error(r, 405)
+        assert r.headers["allow"] == allow
     still_serving(server)
 
 
@@ -177,8 +181,9 @@ def test_api_key(tmp_path_factory):
 
 
 def test_full_queue_is_429(tmp_path_factory):
+    # The engine's queue is the bound here, not the per-client share (half of it by default).
     s = start_folio_server(tmp_path_factory, "busy", "--max-waiting", "2", "--max-num-seqs", "1",
-                           "--kv-cache-memory", "32MiB", "--max-model-len", "512")
+                           "--max-choices-per-client", "8", "--kv-cache-memory", "32MiB", "--max-model-len", "512")
     try:
         started = threading.Barrier(3)
         checked = threading.Event()

@@ -52,6 +52,17 @@ std::vector<BackendUnderTest> op_backends();
 std::string backend_label(const ::testing::TestParamInfo<BackendUnderTest>& info);
 void PrintTo(const BackendUnderTest& backend, std::ostream* os);
 
+// The fixture of every op test: the backend of the case, made fresh.
+class OpTest : public ::testing::TestWithParam<BackendUnderTest> {
+ protected:
+  void SetUp() override { backend_ = GetParam().make(); }
+  Backend& be() { return *backend_; }
+  DType act() { return backend_->activation_dtype(); }
+
+ private:
+  std::unique_ptr<Backend> backend_;
+};
+
 // A tensor made on a backend through allocate, with 64 guard bytes before
 // and after its data, offset `misalign` bytes from a 64-byte boundary; its
 // data is poisoned (all bytes 0xFF: NaN for floats, -1 for ints) until

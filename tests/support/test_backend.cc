@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "core/error.h"
+#include "support/test_models.h"
 
 namespace folio::testing {
 
@@ -23,6 +24,15 @@ BackendOptions test_backend_options(int threads, const std::string& precision) {
 
 std::unique_ptr<Backend> make_test_backend(int threads, const std::string& precision) {
   return make_backend(test_backend_options(threads, precision));
+}
+
+std::shared_ptr<ModelSession> open_test_session(const std::string& file, int threads) {
+  const std::string path = model_path(file);
+  if (path.empty()) return nullptr;
+  ModelSessionOptions o;
+  o.model_path = path;
+  o.backend = test_backend_options(threads);
+  return open_model_session(o);
 }
 
 }  // namespace folio::testing

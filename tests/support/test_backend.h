@@ -9,10 +9,15 @@
 #include <string>
 
 #include "backend/backend_factory.h"
+#include "engine/model_session.h"
 
 namespace folio::testing {
 
 BackendOptions test_backend_options(int threads = 2, const std::string& precision = "q8");
 std::unique_ptr<Backend> make_test_backend(int threads = 2, const std::string& precision = "q8");
+
+// A session of a model of the models cache on the test backend; null when
+// the file is missing (FOLIO_REQUIRE_MODEL then ends the test).
+std::shared_ptr<ModelSession> open_test_session(const std::string& file, int threads = 2);
 
 }  // namespace folio::testing

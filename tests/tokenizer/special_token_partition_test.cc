@@ -12,10 +12,11 @@ namespace folio {
 namespace {
 
 // Fragments shown as text: raw runs as they are, tokens as [text].
-std::vector<std::string> parts(const Vocab& v, const std::string& text, bool parse_special) {
+std::vector<std::string> parts(const Vocab& v, const std::string& text, bool parse_special,
+                               std::vector<TextRange> literal = {}) {
   SpecialTokenPartition partition(v);
   std::vector<SpecialTokenPartition::Fragment> fragments;
-  partition.split(text, parse_special, fragments);
+  partition.split(text, parse_special, fragments, literal);
   std::vector<std::string> out;
   std::uint32_t expect_begin = 0;
   for (const auto& f : fragments) {
@@ -53,6 +54,23 @@ TEST(SpecialTokenPartitionTest, ControlTokensOnlyWithParseSpecialUserDefinedAlwa
   EXPECT_EQ(parts(v, "<|ctl|> <ud> <unk>", true), (Parts{"[<|ctl|>]", " ", "[<ud>]", " ", "[<unk>]"}));
   // Normal tokens are never cut out, whatever they look like.
   EXPECT_EQ(parts(v, "<plain>", true), (Parts{"<plain>"}));
+}
+
+TEST(SpecialTokenPartitionTest, LiteralRangesReadNoControlTokenButUserDefinedStill) {
+  const Vocab v = test_vocab();
+  //                    0      7 8     15 16 19
+  const std::string t = "<|ctl|> <|ctl|> <ud>";
+  // The second <|ctl|> lies in user text: it stays text; the first does not.
+  EXPECT_EQ(parts(v, t, true, {{8, 20}}), (Parts{"[<|ctl|>]", " <|ctl|> ", "[<ud>]"}));
+  // A token that only overlaps the range (starts in template text) stays text too.
+  EXPECT_EQ(parts(v, t, true, {{3, 4}}), (Parts{"<|ctl|> ", "[<|ctl|>]", " ", "[<ud>]"}));
+  // "<|ctl|>x" is refused in user text; the shorter "<|ctl|>" before it is
+  // outside and is read.
+  EXPECT_EQ(parts(v, "<|ctl|>x", true, {{7, 8}}), (Parts{"[<|ctl|>]", "x"}));
+  // A refused occurrence does not hide a later one outside the range.
+  EXPECT_EQ(parts(v, "xabxab", true, {{0, 2}}), (Parts{"xab", "[xab]"}));
+  // Without literal ranges nothing changes.
+  EXPECT_EQ(parts(v, t, true, {}), (Parts{"[<|ctl|>]", " ", "[<|ctl|>]", " ", "[<ud>]"}));
 }
 
 TEST(SpecialTokenPartitionTest, LongerTokensClaimTextFirst) {

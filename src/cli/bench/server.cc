@@ -1,11 +1,11 @@
 #include "cli/bench/server.h"
 
-#include <httplib.h>
-#include <nlohmann/json.hpp>
-
 #include <fmt/format.h>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/bench/dispatcher.h"
+#include "cli/bench/http_client.h"
 #include "core/error.h"
 
 namespace folio::cli {
@@ -101,39 +101,25 @@ RunTimings run_server(const ServerTarget& target, const BenchWorkload& workload,
               {"stream_options", {{"include_usage", true}}}};
     if (!target.model_name.empty()) body["model"] = target.model_name;
     if (!request.speculative) body["speculative"] = false;  // folio's per-request switch
-    httplib::Client client(target.url);
-    const auto timeout = std::chrono::duration_cast<std::chrono::microseconds>(
-        std::chrono::duration<double>(target.timeout_s));
-    client.set_read_timeout(timeout);
-    client.set_write_timeout(timeout);
-    if (!target.api_key.empty()) client.set_bearer_token_auth(target.api_key.c_str());
-
+    std::vector<std::pair<std::string, std::string>> headers = {{"Content-Type", "application/json"},
+                                                                {"Accept", "text/event-stream"}};
+    if (!target.api_key.empty()) headers.emplace_back("Authorization", "Bearer " + target.api_key);
     EventReader reader(start, timing, progress);
-    int status = 0;
     std::string error_body;
-    httplib::Request req;
-    req.method = "POST";
-    req.path = "/v1/completions";
-    req.body = body.dump();
-    req.set_header("Content-Type", "application/json");
-    req.set_header("Accept", "text/event-stream");
-    req.response_handler = [&status](const httplib::Response& res) {
-      status = res.status;
-      return true;
-    };
-    req.content_receiver = [&](const char* data, std::size_t size, std::uint64_t, std::uint64_t) {
-      if (status != 200) {
-        error_body.append(data, size);
-      } else {
-        reader.feed(data, size);
-      }
-      return true;
-    };
-    httplib::Result result = client.send(req);
-    if (!result) {
-      timing.error = fmt::format("cannot reach {}: {}", target.url, httplib::to_string(result.error()));
-    } else if (status != 200) {
-      timing.error = fmt::format("HTTP {}: {}", status, error_body.substr(0, 300));
+    const HttpResult result = http_exchange(target.url, "POST", "/v1/completions", headers, body.dump(),
+                                            target.timeout_s, [&](int status, std::string_view bytes) {
+                                              if (status == 200) {
+                                                reader.feed(bytes.data(), bytes.size());
+                                              } else {
+                                                error_body.append(bytes);
+                                              }
+                                            });
+    if (result.status == 0) {
+      timing.error = result.error;
+    } else if (result.status != 200) {
+      timing.error = fmt::format("HTTP {}: {}", result.status, error_body.substr(0, 300));
+    } else if (!result.error.empty()) {
+      timing.error = result.error;
     } else {
       reader.finish();
     }
@@ -142,13 +128,13 @@ RunTimings run_server(const ServerTarget& target, const BenchWorkload& workload,
 }
 
 std::map<std::string, double> scrape_metrics(const ServerTarget& target) {
-  httplib::Client client(target.url);
-  client.set_read_timeout(std::chrono::seconds(10));
-  if (!target.api_key.empty()) client.set_bearer_token_auth(target.api_key.c_str());
+  std::vector<std::pair<std::string, std::string>> headers;
+  if (!target.api_key.empty()) headers.emplace_back("Authorization", "Bearer " + target.api_key);
   std::map<std::string, double> samples;
-  httplib::Result result = client.Get("/metrics");
-  if (!result || result->status != 200) return samples;
-  const std::string& text = result->body;
+  std::string text;
+  const HttpResult result = http_exchange(target.url, "GET", "/metrics", headers, "", 10,
+                                          [&](int, std::string_view bytes) { text.append(bytes); });
+  if (result.status != 200 || !result.error.empty()) return samples;
   for (std::size_t pos = 0; pos < text.size();) {
     std::size_t eol = text.find('\n', pos);
     if (eol == std::string::npos) eol = text.size();

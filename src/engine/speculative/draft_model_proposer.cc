@@ -154,7 +154,7 @@ void DraftModelProposer::propose(std::span<const ProposalRequest> requests, std:
   }
 }
 
-void DraftModelProposer::accepted(RequestId id, int num_accepted) {
+void DraftModelProposer::accepted(SequenceId id, int num_accepted) {
   auto it = states_.find(id);
   if (it == states_.end() || !kv_->contains(id)) return;
   State& s = it->second;
@@ -165,7 +165,7 @@ void DraftModelProposer::accepted(RequestId id, int num_accepted) {
   s.fed = valid;
 }
 
-void DraftModelProposer::release(RequestId id) {
+void DraftModelProposer::release(SequenceId id) {
   if (kv_->contains(id)) kv_->free(id);
   states_.erase(id);
 }

@@ -25,8 +25,8 @@ class DraftModelProposer : public Proposer {
   DraftModelProposer(const ModelSession& target, std::shared_ptr<ModelSession> draft, int max_num_seqs,
                      int max_model_len, KvCacheDType kv_dtype = {});
   void propose(std::span<const ProposalRequest> requests, std::vector<std::vector<TokenId>>& out) override;
-  void accepted(RequestId id, int num_accepted) override;
-  void release(RequestId id) override;
+  void accepted(SequenceId id, int num_accepted) override;
+  void release(SequenceId id) override;
   KvCacheDType kv_dtype() const { return storage_->dtype(); }
 
  private:
@@ -42,7 +42,7 @@ class DraftModelProposer : public Proposer {
   std::unique_ptr<KvStorage> storage_;
   std::unique_ptr<KvCacheManager> kv_;
   std::unique_ptr<ModelRunner> runner_;
-  std::unordered_map<RequestId, State> states_;
+  std::unordered_map<SequenceId, State> states_;
 };
 
 // The proposer for SpeculativeConfig::Method::kDraft; its cache holds kv_dtype.

@@ -12,7 +12,7 @@
 namespace folio {
 
 struct ProposalRequest {
-  RequestId id = 0;
+  SequenceId id = 0;
   std::span<const TokenId> tokens;  // prompt and accepted output; the last one is not yet in the target's cache
   int max_tokens = 0;               // propose at most this many
 };
@@ -23,9 +23,9 @@ class Proposer {
   // out[i] gets up to requests[i].max_tokens proposals (possibly none).
   virtual void propose(std::span<const ProposalRequest> requests, std::vector<std::vector<TokenId>>& out) = 0;
   // Verification kept `num_accepted` of the proposals last made for `id`.
-  virtual void accepted(RequestId id, int num_accepted) {}
+  virtual void accepted(SequenceId id, int num_accepted) {}
   // The sequence finished or was preempted: forget what is kept for it.
-  virtual void release(RequestId id) {}
+  virtual void release(SequenceId id) {}
 };
 
 }  // namespace folio

@@ -19,15 +19,7 @@
 namespace folio::testing {
 namespace {
 
-class AttentionOps : public ::testing::TestWithParam<BackendUnderTest> {
- protected:
-  void SetUp() override {
-    backend_ = GetParam().make();
-  }
-  Backend& be() { return *backend_; }
-  DType act() { return backend_->activation_dtype(); }
-  std::unique_ptr<Backend> backend_;
-};
+class AttentionOps : public OpTest {};
 
 struct AttentionCase {
   KvCacheDType kv_type;

@@ -18,13 +18,7 @@
 namespace folio::testing {
 namespace {
 
-class MatmulOps : public ::testing::TestWithParam<BackendUnderTest> {
- protected:
-  void SetUp() override { backend_ = GetParam().make(); }
-  Backend& be() { return *backend_; }
-  DType act() { return backend_->activation_dtype(); }
-  std::unique_ptr<Backend> backend_;
-};
+class MatmulOps : public OpTest {};
 
 // One matmul problem: weights [m, k] of a type, activations [n, k] (rounded
 // to the backend's activation type, as the reference sees them too), the

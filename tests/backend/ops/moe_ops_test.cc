@@ -18,15 +18,7 @@
 namespace folio::testing {
 namespace {
 
-class MoeOps : public ::testing::TestWithParam<BackendUnderTest> {
- protected:
-  void SetUp() override {
-    backend_ = GetParam().make();
-  }
-  Backend& be() { return *backend_; }
-  DType act() { return backend_->activation_dtype(); }
-  std::unique_ptr<Backend> backend_;
-};
+class MoeOps : public OpTest {};
 
 struct MoeCase {
   std::int64_t tokens, experts, k;

@@ -14,20 +14,14 @@
 namespace folio::testing {
 namespace {
 
-class RowOps : public ::testing::TestWithParam<BackendUnderTest> {
+class RowOps : public OpTest {
  protected:
-  void SetUp() override {
-    backend_ = GetParam().make();
-  }
-  Backend& be() { return *backend_; }
-  DType act() { return backend_->activation_dtype(); }
   // |want| + 1: the scale of a float op's error on values of order one.
   static std::vector<double> unit_scale(const std::vector<float>& want) {
     std::vector<double> s;
     for (float w : want) s.push_back(1.0 + std::fabs(w));
     return s;
   }
-  std::unique_ptr<Backend> backend_;
 };
 
 TEST_P(RowOps, RmsNormGluAddAndScaleAgainstReference) {

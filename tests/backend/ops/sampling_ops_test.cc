@@ -17,14 +17,7 @@
 namespace folio::testing {
 namespace {
 
-class SamplingOps : public ::testing::TestWithParam<BackendUnderTest> {
- protected:
-  void SetUp() override {
-    backend_ = GetParam().make();
-  }
-  Backend& be() { return *backend_; }
-  std::unique_ptr<Backend> backend_;
-};
+class SamplingOps : public OpTest {};
 
 // A random row record: a mix of what requests ask for.
 SamplingRowParams random_row(std::mt19937& rng, std::int32_t logits_row, std::int64_t vocab,
