@@ -4,6 +4,7 @@
 // strings, aborts, and the pool returns to fully free after every run.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -11,6 +12,7 @@
 
 #include "engine/engine.h"
 #include "engine/speculative/draft_model_proposer.h"
+#include "kv/block_map.h"
 #include "support/test_backend.h"
 #include "support/test_models.h"
 
@@ -360,6 +362,27 @@ TEST_F(EngineTest, AbortFreesBlocksWithinAStep) {
   Collected rest = collect(*stream);
   EXPECT_EQ(rest.finish.at(0), "abort");
   expect_pool_free(engine);
+}
+
+// The block map the web page draws: blocks in use while a request runs,
+// and once it is done its full prompt blocks are cached hits, the rest free.
+TEST_F(EngineTest, BlockMapShowsBlocksInUseThenCached) {
+  Engine engine(session_, config());
+  EXPECT_EQ(engine.kv_block_map(), std::string(512, kBlockFree));
+  auto stream = engine.submit(greedy(prompts(5)[4], 400));  // a prompt of several full blocks
+  ASSERT_TRUE(stream->next().has_value());
+  auto in_use = [](const std::string& map) { return std::count(map.begin(), map.end(), kBlockInUse) +
+                                                    std::count(map.begin(), map.end(), kBlockShared); };
+  for (int i = 0; i < 200 && in_use(engine.kv_block_map()) == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_GT(in_use(engine.kv_block_map()), 0);
+  engine.abort(stream->id());
+  collect(*stream);
+  expect_pool_free(engine);
+  const std::string map = engine.kv_block_map();
+  EXPECT_EQ(in_use(map), 0);
+  EXPECT_EQ(std::count(map.begin(), map.end(), kBlockCached), engine.stats().kv.num_cached_free_blocks);
+  EXPECT_GT(engine.stats().kv.num_cached_free_blocks, 0);
 }
 
 // Input-grounded prompts (the output repeats the input) make n-gram lookup
