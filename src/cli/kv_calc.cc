@@ -191,7 +191,11 @@ void run(const Options& o) {
 
   const CapacityReport report = capacity_report(q, p, weights, have_device);
   for (const CapacityRow& r : report.rows) fmt::print("{:<15}{}\n{:<15}  = {}\n", r.name, r.value, "", r.how);
-  for (const std::string& note : report.notes) fmt::print("\nnote: {}\n", note);
+  for (std::string note : report.notes) {
+    for (std::size_t at = note.find('\n'); at != std::string::npos; at = note.find('\n', at + 7))
+      note.insert(at + 1, 6, ' ');  // under the text after "note: "
+    fmt::print("\nnote: {}\n", note);
+  }
   if (!have_device) fmt::print("\n(add --device H100, or --mem 80GB --bw 3.35TB/s, for fit and speed)\n");
 }
 

@@ -31,8 +31,8 @@ std::string tokens_per_s_text(double v) {
 // A row of `dims` numbers: "64 dims x 2 B (f16)", "64 dims x 34/32 B (q8_0,
 // whole blocks)", "(64 dims x 1 B + 2 B scale) (fp8_e4m3)".
 std::string row_text(const NumberFormat& f, int dims, const char* what = "dims") {
-  const std::string per_number = f.block_elems == 1 ? fmt::format("{} B", f.block_bytes)
-                                                    : fmt::format("{}/{} B", f.block_bytes, f.block_elems);
+  const std::string per_number =
+      f.block_elems == 1 ? fmt::format("{} B", f.block_bytes) : fmt::format("{}/{} B", f.block_bytes, f.block_elems);
   const std::string how = f.block_elems == 1 ? f.name : f.name + ", whole blocks";
   if (f.row_scale_bytes > 0)
     return fmt::format("({} {} x {} + {} B scale) ({})", dims, what, per_number, f.row_scale_bytes, how);
@@ -45,8 +45,8 @@ std::string kv_formula(const ModelShape& m, const NumberFormat& k, const NumberF
                        row_text(k, m.kv_latent_dim, "numbers"));
   const int vd = m.value_head_dim > 0 ? m.value_head_dim : m.head_dim;
   if (k.name != v.name || vd != m.head_dim)
-    return fmt::format("{} layers x {} KV heads x (K {} + V {})", m.num_layers, m.num_kv_heads,
-                       row_text(k, m.head_dim), row_text(v, vd));
+    return fmt::format("{} layers x {} KV heads x (K {} + V {})", m.num_layers, m.num_kv_heads, row_text(k, m.head_dim),
+                       row_text(v, vd));
   return fmt::format("2 (K, V) x {} layers x {} KV heads x {}", m.num_layers, m.num_kv_heads, row_text(k, m.head_dim));
 }
 
@@ -146,7 +146,7 @@ CapacityReport capacity_report(const CapacityQuery& q, const CapacityPlan& p,
                                   grouped(m.max_context_tokens)));
   if (m.num_experts > 0 && have_device && q.device.bandwidth_bytes_per_s > 0)
     r.notes.push_back(fmt::format(
-        "{} is a mixture of experts: with few users a step reads only the routed experts, so the decode bound "
+        "{} is a mixture of experts: with few users a step reads only the routed experts, so\nthe decode bound "
         "above (all weights every step) is pessimistic for small batches",
         m.name));
   return r;

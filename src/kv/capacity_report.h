@@ -21,7 +21,8 @@ struct CapacityRow {
 
 struct CapacityReport {
   std::vector<CapacityRow> rows;
-  std::vector<std::string> notes;  // caveats: past the trained context, a mixture of experts
+  std::vector<std::string>
+      notes;  // caveats: past the trained context, a mixture of experts; '\n' where a terminal breaks the line
 };
 
 // `weights`: the format the weights were sized in (weight_bytes()), or
@@ -31,10 +32,10 @@ CapacityReport capacity_report(const CapacityQuery& query, const CapacityPlan& p
                                const std::optional<NumberFormat>& weights, bool have_device);
 
 // The units the rows use, for lines around them.
-std::string grouped(std::int64_t n);             // 68719476736 -> "68,719,476,736"
-std::string binary_bytes(std::int64_t bytes);    // "64 GiB", "1,600 MiB", "12.55 GiB"
-std::string decimal_gb(std::int64_t bytes);      // "68.72 GB"
-std::string params_text(std::int64_t n);         // "6.74 B", "134.52 M"
-std::string rate_text(double bytes_per_s);       // "3.35 TB/s", "900 GB/s"
+std::string grouped(std::int64_t n);           // 68719476736 -> "68,719,476,736"
+std::string binary_bytes(std::int64_t bytes);  // "64 GiB", "1,600 MiB", "12.55 GiB"
+std::string decimal_gb(std::int64_t bytes);    // "68.72 GB"
+std::string params_text(std::int64_t n);       // "6.74 B", "134.52 M"
+std::string rate_text(double bytes_per_s);     // "3.35 TB/s", "900 GB/s"
 
 }  // namespace folio

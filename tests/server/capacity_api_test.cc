@@ -39,8 +39,7 @@ TEST(CapacityApi, Opt13bWorkedExample) {
       answer(R"({"model": "OPT-13B", "device": "A100", "weights": "f16", "context_tokens": 2048, "num_users": 1})");
   EXPECT_EQ(a["plan"]["kv_bytes_per_token"], 819'200);
   EXPECT_EQ(a["plan"]["kv_bytes_per_user"], 1'677'721'600);
-  EXPECT_EQ(row(a, "kv_per_token"),
-            "819,200 B = 800 KiB | 2 (K, V) x 40 layers x 40 KV heads x 128 dims x 2 B (f16)");
+  EXPECT_EQ(row(a, "kv_per_token"), "819,200 B = 800 KiB | 2 (K, V) x 40 layers x 40 KV heads x 128 dims x 2 B (f16)");
   EXPECT_EQ(row(a, "kv_per_user"), "1,677,721,600 B = 1,600 MiB = 1.68 GB | 2,048 tokens x 800 KiB");
   EXPECT_EQ(a["model"]["kv_head_choices"].size(), 8u);  // 1, 2, 4, 5, 8, 10, 20, 40
 }
@@ -100,8 +99,7 @@ TEST(CapacityApi, LoadedModelAndThisMachine) {
   EXPECT_EQ(menus["devices"].back()["id"], "this-machine");
   // Without them, asking for either is a clear refusal.
   EXPECT_EQ(refusal(R"({"model": "loaded", "device": "H100"})").first, 503);
-  EXPECT_EQ(refusal(R"({"model": "OPT-13B", "device": "this-machine"})"),
-            std::make_pair(400, std::string("device")));
+  EXPECT_EQ(refusal(R"({"model": "OPT-13B", "device": "this-machine"})"), std::make_pair(400, std::string("device")));
   EXPECT_EQ(refusal(R"({"model": "OPT-13B", "device": "H100", "weights": "stored"})"),
             std::make_pair(400, std::string("weights")));
 }
@@ -148,8 +146,10 @@ TEST(CapacityApi, WrongFieldsAre400NamingThem) {
     const std::string body = whole ? whole : "{" + base + ", " + extra + "}";
     const auto [status, param] = refusal(body);
     EXPECT_EQ(status, 400) << body;
-    if (whole) EXPECT_EQ(param, extra) << body;
-    else EXPECT_EQ(std::string(extra).find("\"" + param + "\""), 0u) << body << " named " << param;
+    if (whole)
+      EXPECT_EQ(param, extra) << body;
+    else
+      EXPECT_EQ(std::string(extra).find("\"" + param + "\""), 0u) << body << " named " << param;
   }
 }
 

@@ -39,7 +39,9 @@ ResponseJson model_json(const std::string& id, const ModelShape& m) {
 }
 
 ResponseJson device_json(const std::string& id, const DeviceSpec& d) {
-  return {{"id", id}, {"name", d.name}, {"memory_bytes", d.memory_bytes},
+  return {{"id", id},
+          {"name", d.name},
+          {"memory_bytes", d.memory_bytes},
           {"bandwidth_bytes_per_s", d.bandwidth_bytes_per_s}};
 }
 
@@ -51,13 +53,15 @@ struct ChosenModel {
 
 ChosenModel choose_model(const Json& body, const PlannerChoices& choices) {
   const std::optional<std::string> id = get_string(body, "model");
-  if (!id) bad_request("model", "name a model: a preset such as Llama-2-7B, or \"loaded\" (GET /api/capacity lists them)");
+  if (!id)
+    bad_request("model", "name a model: a preset such as Llama-2-7B, or \"loaded\" (GET /api/capacity lists them)");
   if (*id == kLoadedModelId) {
     if (!choices.loaded_model) throw ApiError(503, "the model is still loading; pick a preset or try again shortly");
     return {*id, *choices.loaded_model, choices.loaded_weight_bytes};
   }
   if (auto preset = find_model_preset(*id)) return {preset->name, *preset, std::nullopt};
-  bad_request("model", fmt::format("no model preset is called \"{}\"; GET /api/capacity lists them", printable(*id, 64)));
+  bad_request("model",
+              fmt::format("no model preset is called \"{}\"; GET /api/capacity lists them", printable(*id, 64)));
 }
 
 std::pair<std::string, DeviceSpec> choose_device(const Json& body, const PlannerChoices& choices) {
@@ -165,8 +169,8 @@ ResponseJson capacity_answer(const Json& body, const PlannerChoices& choices) {
   std::optional<NumberFormat> weights;
   if (weights_name == "stored") {
     if (!model.stored_weight_bytes)
-      bad_request("weights", fmt::format("{} is a preset, not a file: give a weight format such as f16 or q4_k",
-                                         shape.name));
+      bad_request("weights",
+                  fmt::format("{} is a preset, not a file: give a weight format such as f16 or q4_k", shape.name));
     q.weight_bytes = *model.stored_weight_bytes;
   } else {
     weights = weight_number_format(weights_name);

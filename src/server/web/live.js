@@ -34,7 +34,7 @@ function drawGrid(map) {
 }
 
 function drawHistory() {
-  const W = 600, H = 160, left = 44, right = 44, top = 12, bottom = 20;
+  const W = 1000, H = 200, left = 52, right = 52, top = 14, bottom = 22;  // the viewBox of #live-history
   const box = $("live-history");
   if (history.length < 2) {
     box.replaceChildren(svg("text", { x: left, y: H / 2, text: "collecting..." }));

@@ -154,7 +154,7 @@ function drawCurve(a) {
     box.replaceChildren(svg("text", { x: 20, y: 110, text: "no bandwidth given: no decode bound" }));
     return;
   }
-  const W = 600, H = 220, left = 56, right = 56, top = 14, bottom = 34;
+  const W = 1000, H = 260, left = 64, right = 64, top = 16, bottom = 36;  // the viewBox of #p-curve
   const xs = points.map((p) => Math.log2(p.num_users));
   const x = (v) => left + (v - xs[0]) / (xs[xs.length - 1] - xs[0]) * (W - left - right);
   const maxTotal = Math.max(...points.map((p) => p.decode_tokens_per_s_total));

@@ -64,8 +64,7 @@ void WebPage::file(const HttpRequest& request, HttpExchange& exchange) const {
   else if (name.starts_with(kFilesPrefix))
     name.remove_prefix(kFilesPrefix.size());
   const WebAsset* asset = find_asset(name);
-  if (asset == nullptr)
-    throw ApiError(404, fmt::format("the web page has no file {}", printable(request.path, 256)));
+  if (asset == nullptr) throw ApiError(404, fmt::format("the web page has no file {}", printable(request.path, 256)));
   HttpResponse r;
   r.fields = {{"ETag", std::string(asset->etag)},
               {"Cache-Control", "no-cache"},
@@ -106,8 +105,8 @@ std::optional<DeviceSpec> WebPage::this_machine() {
     if (!options_.measure_bandwidth) return;
     const long pages = sysconf(_SC_PHYS_PAGES), page_bytes = sysconf(_SC_PAGE_SIZE);
     if (pages <= 0 || page_bytes <= 0) return;
-    this_machine_ = DeviceSpec{"this machine", static_cast<std::int64_t>(pages) * page_bytes,
-                               options_.measure_bandwidth()};
+    this_machine_ =
+        DeviceSpec{"this machine", static_cast<std::int64_t>(pages) * page_bytes, options_.measure_bandwidth()};
   });
   return this_machine_;
 }
