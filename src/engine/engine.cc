@@ -515,11 +515,13 @@ void Engine::copy_block_map() {
   const Clock::time_point now = Clock::now();
   if (scheduler_->has_work() && now - block_map_time_ < std::chrono::milliseconds(100)) return;
   block_map_ = block_map(kv_->pool());
+  block_map_usage_ = stats_.kv;
   block_map_time_ = now;
 }
 
-std::string Engine::kv_block_map() const {
+std::string Engine::kv_block_map(KvUsage* usage) const {
   std::lock_guard lock(stats_mutex_);
+  if (usage != nullptr) *usage = block_map_usage_;
   return block_map_;
 }
 

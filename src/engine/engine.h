@@ -111,8 +111,9 @@ class Engine {
 
   EngineStats stats() const;
   // The KV pool, one character a block (kv/block_map.h): copied after a step
-  // at most every 100 ms, and always when the engine falls idle.
-  std::string kv_block_map() const;
+  // at most every 100 ms, and always when the engine falls idle. `usage`, when
+  // given, gets the pool's counts at that same moment (stats().kv may be newer).
+  std::string kv_block_map(KvUsage* usage = nullptr) const;
   const ModelSession& session() const { return *session_; }
   const EngineConfig& config() const { return config_; }
   int max_model_len() const { return config_.max_model_len; }
@@ -209,6 +210,7 @@ class Engine {
   mutable std::mutex stats_mutex_;
   EngineStats stats_;
   std::string block_map_;
+  KvUsage block_map_usage_;
   Clock::time_point block_map_time_{};
 
   std::thread thread_;

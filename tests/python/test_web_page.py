@@ -168,6 +168,7 @@ def browser(server, tmp_path_factory):
     for arg in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
                 "--window-size=1280,900", "--user-data-dir=" + str(tmp_path_factory.mktemp("chromium"))]:
         options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # the console, for test_console_stays_clean
     log = tmp_path_factory.mktemp("chromedriver") / "chromedriver.log"
     driver = webdriver.Chrome(service=Service(executable_path=driver_path, log_output=str(log)), options=options)
     driver.set_script_timeout(30)
@@ -402,6 +403,18 @@ def test_fits_a_phone(page):
             shot(page, "phone-" + tab)
     finally:
         page.set_window_size(1280, 900)
+
+
+def test_console_stays_clean(page):
+    """No script error and no refusal by the page's own Content-Security-Policy
+    in all the tests above. The complaints expected: the first request without
+    the key (401, which opens the key dialog) and the planner's query for 0
+    users (400, shown on the page)."""
+    expected = ["401 (Unauthorized)", "/api/capacity - Failed to load resource: the server responded with a status "
+                "of 400 (Bad Request)"]
+    errors = [e["message"] for e in page.get_log("browser")
+              if e["level"] == "SEVERE" and not any(x in e["message"] for x in expected)]
+    assert not errors, errors
 
 
 # --- in Firefox ----------------------------------------------------------------

@@ -16,6 +16,8 @@ namespace folio::server {
 // Cells the block map is cut to: a pool of more blocks shows several per cell.
 inline constexpr std::size_t kMaxBlockMapCells = 16'384;
 
+// `stats.kv` should be the pool's counts when `block_map` was copied
+// (Engine::kv_block_map's `usage`), so that the two agree.
 ResponseJson live_json(const EngineStats& stats, std::string_view block_map, double time_s);
 
 // `map` (kv/block_map.h) in at most max_cells characters: each cell stands for

@@ -85,7 +85,11 @@ void WebPage::file(const HttpRequest& request, HttpExchange& exchange) const {
 void WebPage::live(HttpExchange& exchange, const Engine* engine) const {
   const double time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   if (engine == nullptr) return exchange.respond(json_response({{"time_s", time_s}, {"ready", false}}));
-  ResponseJson j = live_json(engine->stats(), engine->kv_block_map(), time_s);
+  // The block counts of the same moment as the map, so that the page's grid and
+  // its "in use" and "cached" figures agree.
+  EngineStats stats = engine->stats();
+  const std::string map = engine->kv_block_map(&stats.kv);
+  ResponseJson j = live_json(stats, map, time_s);
   j["ready"] = true;
   exchange.respond(json_response(j));
 }
