@@ -331,7 +331,7 @@ def test_stop_aborts_and_the_live_view_follows_the_blocks(page, server):
     click(page, "stop")
     reply = wait_for(lambda: (lambda r: r if "stopped" in r["figures"] else None)(last_reply(page)), 10,
                      "the reply to say it was stopped")
-    assert len(reply["body"]) > 40
+    assert len(reply["body"]) > 40 and "tok/s" in reply["figures"], reply  # the rate of what did stream
     wait_for(lambda: (lambda s: s["num_running"] == 0 and s["kv"]["num_used_blocks"] == 0)(live(server)), 5,
              "the server to abort the request and free its blocks")
     assert aborted(server) == aborted_before + 1

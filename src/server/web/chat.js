@@ -100,6 +100,7 @@ function figuresText(f) {
   if (!f) return "";
   const parts = [];
   if (f.completion_tokens !== undefined) parts.push(`${number(f.completion_tokens)} tokens`);
+  else if (f.num_deltas) parts.push(`~${number(f.num_deltas)} tokens`);  // stopped: no usage came; a delta is about a token
   if (f.ttft_s !== undefined) parts.push(`first token ${number(f.ttft_s, 2)} s`);
   if (f.tokens_per_s) parts.push(`${number(f.tokens_per_s, 1)} tok/s`);
   if (f.prompt_tokens !== undefined)
@@ -190,6 +191,7 @@ async function send() {
   const started = performance.now();
   let first = null;
   let last = null;
+  let deltas = 0;
   try {
     const response = await apiFetch("/v1/chat/completions", {
       method: "POST", body: JSON.stringify(body), headers: { "Content-Type": "application/json" },
@@ -214,6 +216,7 @@ async function send() {
             reply.figures.ttft_s = (now - started) / 1000;
           }
           last = now;
+          deltas++;
           reply.content += choice.delta.content;
         }
         if (choice && choice.finish_reason) reply.figures.finish_reason = choice.finish_reason;
@@ -230,6 +233,8 @@ async function send() {
   } catch (e) {
     if (e.name === "AbortError") {
       reply.figures.stopped = true;
+      reply.figures.num_deltas = deltas;
+      if (deltas > 1) reply.figures.tokens_per_s = (deltas - 1) / ((last - first) / 1000);
     } else {
       reply.error = true;
       reply.content = (reply.content ? reply.content + "\n\n" : "") + "Error: " + e.message;
