@@ -22,6 +22,7 @@
 #include "cli/commands.h"
 #include "cli/engine_options.h"
 #include "cli/model_options.h"
+#include "cli/startup_budget.h"
 #include "core/error.h"
 #include "engine/engine.h"
 #include "kv/capacity_planner.h"
@@ -133,6 +134,7 @@ void serve(ServeOptions o) {
     throw;
   }
   api.set_engine(engine);
+  std::fprintf(stderr, "folio: %s\n", startup_budget(engine->session(), *engine).c_str());
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
   const KvUsage kv = engine->stats().kv;
   std::fprintf(stderr,

@@ -8,18 +8,12 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/loose_name.h"
 #include "tensor/dtype.h"
 #include "tensor/kv_dtype.h"
 
 namespace folio {
 namespace {
-
-std::string normalized(std::string_view name) {
-  std::string out;
-  for (char c : name)
-    if (std::isalnum(static_cast<unsigned char>(c))) out.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
-  return out;
-}
 
 ModelShape dense(std::string name, std::int64_t num_params, int num_layers, int num_heads, int num_kv_heads,
                  int head_dim, std::int64_t max_context_tokens, int num_experts = 0) {
@@ -41,6 +35,9 @@ std::vector<ModelShape> make_model_presets() {
   ModelShape deepseek_v3 = dense("DeepSeek-V3", 671'026'419'200, 61, 128, 1, 576, 163840, 256);
   deepseek_v3.kv_latent_dim = 512 + 64;  // MLA: kv_lora_rank + rope dim, one row for K and V
   return {
+      dense("SmolLM2-135M", 134'515'008, 30, 9, 3, 64, 8192),
+      dense("Qwen2.5-0.5B", 494'032'768, 24, 14, 2, 64, 32768),
+      dense("Qwen2.5-1.5B", 1'543'714'304, 28, 12, 2, 128, 32768),
       dense("Llama-2-7B", 6'738'415'616, 32, 32, 32, 128, 4096),
       dense("Llama-2-13B", 13'015'864'320, 40, 40, 40, 128, 4096),
       dense("Llama-3-8B", 8'030'261'248, 32, 32, 8, 128, 8192),
@@ -73,7 +70,7 @@ std::optional<double> parse_with_unit(std::string_view text, bool per_second) {
   auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), value);
   if (ec != std::errc() || end == t.data() || !(value >= 0) || !std::isfinite(value)) return std::nullopt;
   const std::size_t i = static_cast<std::size_t>(end - t.data());
-  const std::string unit = normalized(t.substr(i));
+  const std::string unit = loose_name(t.substr(i));
   static const std::pair<const char*, double> kUnits[] = {
       {"b", 1.0},       {"kb", 1e3},         {"mb", 1e6},         {"gb", 1e9},         {"tb", 1e12},
       {"kib", 1024.0},  {"mib", 1048576.0},  {"gib", 1073741824.0}, {"tib", 1099511627776.0},
@@ -110,7 +107,7 @@ std::optional<KvFormats> kv_number_formats(std::string_view names) {
 }
 
 std::optional<NumberFormat> weight_number_format(std::string_view name) {
-  if (normalized(name) == "fp8") return NumberFormat{"fp8", 1, 1};
+  if (loose_name(name) == "fp8") return NumberFormat{"fp8", 1, 1};
   const auto t = parse_dtype(name);
   if (!t) return std::nullopt;
   const DTypeInfo& i = info(*t);
@@ -146,13 +143,13 @@ const std::vector<DeviceSpec>& device_presets() {
 
 std::optional<ModelShape> find_model_preset(std::string_view name) {
   for (const auto& m : model_presets())
-    if (normalized(m.name) == normalized(name)) return m;
+    if (loose_name(m.name) == loose_name(name)) return m;
   return std::nullopt;
 }
 
 std::optional<DeviceSpec> find_device_preset(std::string_view name) {
   for (const auto& d : device_presets())
-    if (normalized(d.name) == normalized(name) || normalized(d.name) == "rtx" + normalized(name)) return d;
+    if (loose_name(d.name) == loose_name(name) || loose_name(d.name) == "rtx" + loose_name(name)) return d;
   return std::nullopt;
 }
 

@@ -2,15 +2,18 @@
 // preemption and prefix caching never change a greedy output (DESIGN.md rule
 // 5, asserted with ==), with f16 and quantized KV caches alike, n > 1, stop
 // strings, aborts, and the pool returns to fully free after every run.
+#include "engine/engine.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 
-#include "engine/engine.h"
 #include "engine/speculative/draft_model_proposer.h"
 #include "kv/block_map.h"
 #include "support/test_backend.h"
@@ -54,8 +57,26 @@ Collected collect(RequestStream& stream) {
 
 class EngineTest : public ::testing::Test {
  protected:
+  // FOLIO_ENGINE_TEST_MODEL=dummy:PRESET[:RECIPE] runs the suite on random
+  // weights of a preset's shape (the GPU machine has no model files): every
+  // equality here holds for any weights; only the stop-string test reads
+  // what a real model writes.
   static void SetUpTestSuite() {
-    session_ = folio::testing::open_test_session(folio::testing::kSmolLM2);
+    ModelSessionOptions o;
+    o.backend = folio::testing::test_backend_options(2);
+    const char* dummy = std::getenv("FOLIO_ENGINE_TEST_MODEL");
+    if (dummy != nullptr && std::string_view(dummy).starts_with("dummy:")) {
+      dummy_ = true;
+      const std::string spec = std::string(dummy).substr(6);
+      const auto colon = spec.find(':');
+      o.load_format = "dummy";
+      o.model_path = spec.substr(0, colon);
+      if (colon != std::string::npos) o.dummy_weights = spec.substr(colon + 1);
+    } else {
+      o.model_path = folio::testing::model_path(folio::testing::kSmolLM2);
+      if (o.model_path.empty()) return;
+    }
+    session_ = open_model_session(o);
   }
   static void TearDownTestSuite() { session_.reset(); }
 
@@ -117,9 +138,11 @@ class EngineTest : public ::testing::Test {
   }
 
   static std::shared_ptr<ModelSession> session_;
+  static bool dummy_;  // random weights: outputs repeat, and the tokenizer is byte-pair
 };
 
 std::shared_ptr<ModelSession> EngineTest::session_;
+bool EngineTest::dummy_ = false;
 
 TEST_F(EngineTest, SixtyFourConcurrentRequestsEqualTheirRunsAlone) {
   const auto texts = prompts(64);
@@ -248,6 +271,8 @@ TEST_F(EngineTest, SecondRequestOnAThousandTokenPrefixComputesOnlyItsSuffix) {
     return std::pair(ttft, first->usage.cached_tokens);
   };
   const int prefix = static_cast<int>(session_->tokenizer->encode(shared, true, false).size());
+  if (dummy_ && prefix + 64 > c.max_model_len)
+    GTEST_SKIP() << "the dummy tokenizer spends " << prefix << " tokens on it";
   ASSERT_GE(prefix, 1000);
   const auto [ttft_a, cached_a] = timed(shared + "First question: what is described?");
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -428,8 +453,11 @@ TEST_F(EngineTest, SpeculationNeverChangesAGreedyOutput) {
       EXPECT_EQ(collect(*streams[i]).tokens.at(0), want[i]) << "batched, k " << k << " prompt " << i;
     const EngineStats st = engine.stats();
     EXPECT_GT(st.spec_proposed_tokens, 0);
-    EXPECT_GT(st.spec_accepted_tokens, 0);
-    EXPECT_LT(st.spec_accepted_tokens, st.spec_proposed_tokens);  // some were rejected and rolled back
+    // (A dummy model's repetitive output may take every proposal, or none.)
+    if (!dummy_) {
+      EXPECT_GT(st.spec_accepted_tokens, 0);
+      EXPECT_LT(st.spec_accepted_tokens, st.spec_proposed_tokens);  // some were rejected and rolled back
+    }
     expect_pool_free(engine);
   }
 }
@@ -448,7 +476,9 @@ TEST_F(EngineTest, SpeculationOnAQuantizedKvNeverChangesAGreedyOutput) {
   std::vector<std::shared_ptr<RequestStream>> streams;
   for (const auto& t : texts) streams.push_back(engine.submit(greedy(t, 24)));
   for (std::size_t i = 0; i < texts.size(); ++i) EXPECT_EQ(collect(*streams[i]).tokens.at(0), want[i]) << i;
-  EXPECT_LT(engine.stats().spec_accepted_tokens, engine.stats().spec_proposed_tokens);
+  if (!dummy_) {
+    EXPECT_LT(engine.stats().spec_accepted_tokens, engine.stats().spec_proposed_tokens);
+  }
   expect_pool_free(engine);
 }
 
