@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <memory>
@@ -14,6 +15,7 @@
 #include <thread>
 
 #include "engine/speculative/draft_model_proposer.h"
+#include "kv/block_map.h"
 #include "support/test_backend.h"
 #include "support/test_models.h"
 
@@ -385,6 +387,37 @@ TEST_F(EngineTest, AbortFreesBlocksWithinAStep) {
   Collected rest = collect(*stream);
   EXPECT_EQ(rest.finish.at(0), "abort");
   expect_pool_free(engine);
+}
+
+// The block map the web page draws: blocks in use while a request runs, and
+// once it is done its full prompt blocks are cached hits, the rest free. The
+// counts that come with a map are those of its moment, however stale it is.
+TEST_F(EngineTest, BlockMapShowsBlocksInUseThenCached) {
+  Engine engine(session_, config());
+  EXPECT_EQ(engine.kv_block_map(), std::string(512, kBlockFree));
+  auto stream = engine.submit(greedy(prompts(5)[4], 400));  // a prompt of several full blocks
+  ASSERT_TRUE(stream->next().has_value());
+  auto count = [](const std::string& map, char state) {
+    return static_cast<int>(std::count(map.begin(), map.end(), state));
+  };
+  auto in_use = [&](const std::string& map) { return count(map, kBlockInUse) + count(map, kBlockShared); };
+  for (int i = 0; i < 200 && in_use(engine.kv_block_map()) == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  for (int i = 0; i < 20; ++i) {
+    KvUsage usage;
+    const std::string map = engine.kv_block_map(&usage);
+    EXPECT_GT(in_use(map), 0);
+    EXPECT_EQ(in_use(map), usage.num_used_blocks);
+    EXPECT_EQ(count(map, kBlockCached), usage.num_cached_free_blocks);
+    std::this_thread::sleep_for(std::chrono::milliseconds(7));
+  }
+  engine.abort(stream->id());
+  collect(*stream);
+  expect_pool_free(engine);
+  const std::string map = engine.kv_block_map();
+  EXPECT_EQ(in_use(map), 0);
+  EXPECT_EQ(count(map, kBlockCached), engine.stats().kv.num_cached_free_blocks);
+  EXPECT_GT(engine.stats().kv.num_cached_free_blocks, 0);
 }
 
 // Input-grounded prompts (the output repeats the input) make n-gram lookup

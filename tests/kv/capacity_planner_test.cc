@@ -265,5 +265,16 @@ TEST(CapacityPlanner, ParsesSizesAndBandwidths) {
   EXPECT_EQ(parse_bandwidth("fast"), std::nullopt);
 }
 
+// A load whose KV cache would pass 2^60 bytes is refused, not wrapped.
+TEST(CapacityPlanner, RefusesAKvCacheThatWouldOverflow) {
+  CapacityQuery q = query(preset("Llama-2-13B"), kv("f32"), *find_device_preset("H100"));
+  q.context_tokens = std::int64_t{1} << 30;
+  q.num_users = std::int64_t{1} << 20;
+  EXPECT_THROW(plan_capacity(q), Error);
+  q.num_users = std::int64_t{1} << 40;
+  q.context_tokens = std::int64_t{1} << 40;
+  EXPECT_THROW(plan_capacity(q), Error);
+}
+
 }  // namespace
 }  // namespace folio
