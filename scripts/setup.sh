@@ -15,6 +15,7 @@ debian_packages=(
   libcli11-dev libfmt-dev nlohmann-json3-dev libpcre2-dev libboost1.81-dev
   clang libclang-rt-14-dev
   python3-venv
+  chromium chromium-driver firefox-esr  # the web page's browser tests (tests/python/test_web_page.py)
 )
 
 missing=()

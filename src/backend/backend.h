@@ -7,7 +7,10 @@
 // host reaches it only through copy_to_device and copy_to_host. One engine
 // step is a fixed sequence of these calls over preallocated buffers, with no
 // host round trip inside it: ops may run asynchronously, and copy_to_host is
-// the step's one synchronisation point.
+// the step's one synchronisation point. Problems an op can only see in device
+// data (a token id outside the vocabulary, a bad block table or sampling
+// record) are Errors all the same: a host backend throws them from the op, a
+// device backend from the next copy_to_host or synchronize.
 #pragma once
 
 #include <cstdint>

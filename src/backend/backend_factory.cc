@@ -5,6 +5,10 @@
 #include "backend/sealed/sealed_backend.h"
 #include "core/error.h"
 
+#if FOLIO_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
 namespace folio {
 namespace {
 
@@ -22,14 +26,40 @@ std::unique_ptr<Backend> make_cpu(const BackendOptions& o) {
 
 std::unique_ptr<Backend> make_backend(const BackendOptions& o) {
   if (o.name == "reference") return std::make_unique<ReferenceBackend>(o.activations);
+  if (o.name == "cuda") {
+#if FOLIO_CUDA
+    return std::make_unique<CudaBackend>(o.activations, o.batch_invariant);
+#else
+    fail(
+        "this folio was built without the CUDA backend (FOLIO_CUDA=OFF: CMake found no nvcc); use --backend cpu, "
+        "or rebuild with the CUDA toolkit installed");
+#endif
+  }
   if (o.activations != DType::F32)
     fail("backend {} computes in f32 activations only; {} is the reference's (--backend reference)", o.name,
          name(o.activations));
   if (o.name == "cpu") return make_cpu(o);
   if (o.name == "sealed") return std::make_unique<SealedBackend>(make_cpu(o));
-  fail("unknown backend \"{}\" (reference, cpu and sealed are available)", o.name);
+  std::string names;
+  for (const std::string& n : backend_names()) names += (names.empty() ? "" : ", ") + n;
+  fail("unknown backend \"{}\" ({} are available)", o.name, names);
 }
 
-std::vector<std::string> backend_names() { return {"reference", "cpu", "sealed"}; }
+std::vector<std::string> backend_names() {
+#if FOLIO_CUDA
+  return {"reference", "cpu", "sealed", "cuda"};
+#else
+  return {"reference", "cpu", "sealed"};
+#endif
+}
+
+std::string backend_unavailable(const std::string& name) {
+  if (name != "cuda") return {};
+#if FOLIO_CUDA
+  return cuda_device_problem();
+#else
+  return "this folio was built without the CUDA backend (FOLIO_CUDA=OFF)";
+#endif
+}
 
 }  // namespace folio

@@ -2,7 +2,9 @@
 // "reference" (scalar, single-threaded, written to be obviously right; its
 // activations f32, f16 or bf16), "cpu" (threaded SIMD) and "sealed" (the cpu
 // backend behind memory the host cannot read: a check, in tests and from the
-// command line, that nothing outside the backend reads device memory).
+// command line, that nothing outside the backend reads device memory) and,
+// in a build with FOLIO_CUDA, "cuda" (one NVIDIA GPU; its activations f32 or
+// bf16).
 #pragma once
 
 #include <memory>
@@ -14,16 +16,25 @@
 namespace folio {
 
 struct BackendOptions {
-  std::string name = "cpu";        // reference, cpu or sealed
+  std::string name = "cpu";        // reference, cpu, sealed or cuda
   int num_threads = 0;             // cpu, sealed: 0 = one per hardware thread
   std::string cpu_level;           // cpu, sealed: cap on the SIMD level (avx512_vnni, avx512, avx2, scalar)
   std::string precision = "q8";    // cpu, sealed: matmul activations, q8 (fast) or f32 (accurate)
-  DType activations = DType::F32;  // reference: F32, F16 or BF16
+  DType activations = DType::F32;  // reference: F32, F16 or BF16; cuda: F32 or BF16
+  // cuda: one matmul kernel for every batch size, so that a row's bits never
+  // depend on its batch (DESIGN.md rule 9). false: products of more than 8
+  // rows go through cuBLAS (faster prefill; a row's bits then depend on the
+  // batch, and greedy outputs alone and batched may differ).
+  bool batch_invariant = true;
 };
 
 std::unique_ptr<Backend> make_backend(const BackendOptions& options);
 
-// The names make_backend takes.
+// The names make_backend takes in this build ("cuda" only where it was built).
 std::vector<std::string> backend_names();
+
+// Why make_backend cannot build `name` on this machine (the build lacks it,
+// or its device is missing), or empty when it can.
+std::string backend_unavailable(const std::string& name);
 
 }  // namespace folio

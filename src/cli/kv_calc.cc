@@ -3,7 +3,6 @@
 // Every figure is printed with the arithmetic that produced it.
 #include <fmt/format.h>
 
-#include <cmath>
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -14,9 +13,9 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "kv/capacity_planner.h"
+#include "kv/capacity_report.h"
 #include "model/gguf_file.h"
 #include "model/model_config.h"
-#include "tensor/dtype.h"
 #include "tensor/kv_dtype.h"
 
 namespace folio::cli {
@@ -37,71 +36,6 @@ struct Options {
   bool list = false;
 };
 
-// 68719476736 -> "68,719,476,736".
-std::string grouped(std::int64_t n) {
-  std::string digits = std::to_string(n < 0 ? -n : n);
-  std::string out;
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out.push_back(',');
-    out.push_back(digits[i]);
-  }
-  return n < 0 ? "-" + out : out;
-}
-
-std::string trimmed(double v) {
-  std::string s = fmt::format("{:.2f}", v);
-  while (s.back() == '0') s.pop_back();
-  if (s.back() == '.') s.pop_back();
-  return s;
-}
-
-// Binary units; an exact count of the next smaller unit wins when short
-// (1,677,721,600 B is "1,600 MiB", the classic "1.6 GB" per OPT-13B request).
-std::string binary(std::int64_t bytes) {
-  static const char* kNames[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  const double b = static_cast<double>(bytes < 0 ? -bytes : bytes);
-  int unit = 0;
-  double v = b;
-  while (v >= 1024 && unit < 4) {
-    v /= 1024;
-    ++unit;
-  }
-  if (unit > 0) {
-    const double lower = b / std::pow(1024.0, unit - 1);
-    if (lower == std::floor(lower) && lower < 10000 && v != std::floor(v)) {
-      --unit;
-      v = lower;
-    }
-  }
-  const std::string sign = bytes < 0 ? "-" : "";
-  if (v == std::floor(v)) return sign + grouped(static_cast<std::int64_t>(v)) + " " + kNames[unit];
-  return sign + fmt::format("{:.2f} {}", v, kNames[unit]);
-}
-
-std::string decimal_gb(std::int64_t bytes) { return trimmed(static_cast<double>(bytes) / 1e9) + " GB"; }
-
-// "68,719,476,736 B = 64 GiB = 68.72 GB"; decimal GB only from 1 GB up.
-std::string bytes_text(std::int64_t bytes) {
-  std::string s = grouped(bytes) + " B";
-  if (std::abs(bytes) >= 1024) s += " = " + binary(bytes);
-  if (std::abs(bytes) >= 1'000'000'000) s += " = " + decimal_gb(bytes);
-  return s;
-}
-
-std::string params_text(std::int64_t n) {
-  return n >= 1'000'000'000 ? trimmed(static_cast<double>(n) / 1e9) + " B"
-                            : trimmed(static_cast<double>(n) / 1e6) + " M";
-}
-
-std::string rate_text(double bytes_per_s) {
-  return bytes_per_s >= 1e12 ? trimmed(bytes_per_s / 1e12) + " TB/s" : trimmed(bytes_per_s / 1e9) + " GB/s";
-}
-
-// 40.76, 1,304
-std::string tokens_per_s_text(double v) {
-  return v >= 100 ? grouped(static_cast<std::int64_t>(std::llround(v))) : trimmed(v);
-}
-
 std::string list_names() {
   std::string s = "models:";
   for (const auto& m : model_presets()) s += " " + m.name;
@@ -113,14 +47,9 @@ std::string list_names() {
   return s;
 }
 
-// Weight formats come from the GGUF type table, plus fp8 (a byte a number).
 NumberFormat weight_format(const std::string& name) {
-  if (name == "fp8" || name == "FP8") return NumberFormat{"fp8", 1, 1};
-  if (auto t = parse_dtype(name)) {
-    const DTypeInfo& i = info(*t);
-    return NumberFormat{std::string(i.name), i.block_elems, i.block_bytes};
-  }
-  fail("unknown weight format \"{}\"; use f32, f16, bf16, fp8, q8_0, q6_k, q5_k, q4_k, q4_0, ...", name);
+  if (auto f = weight_number_format(name)) return *f;
+  fail("unknown weight format \"{}\"; use {}, ...", name, fmt::join(weight_number_format_names(), ", "));
 }
 
 struct Model {
@@ -138,12 +67,7 @@ Model load_model(const std::string& name) {
   const ModelConfig c = ModelConfig::from_gguf(f);
   Model m;
   m.source = "file " + name;
-  m.shape.name = c.name;
-  m.shape.num_layers = static_cast<int>(c.num_layers);
-  m.shape.num_kv_heads = static_cast<int>(c.num_kv_heads);
-  m.shape.head_dim = static_cast<int>(c.head_dim);
-  m.shape.value_head_dim = static_cast<int>(c.value_head_dim);
-  m.shape.max_context_tokens = c.context_length;
+  m.shape = model_shape(c);
   const std::string a = c.architecture + ".";
   if (const std::int64_t rank = f.get_int(a + "attention.kv_lora_rank", 0); rank > 0)
     m.shape.kv_latent_dim = static_cast<int>(rank + f.get_int(a + "rope.dimension_count", 0));
@@ -157,28 +81,6 @@ Model load_model(const std::string& name) {
   return m;
 }
 
-// A row of `dims` numbers: "64 dims x 2 B (f16)", "64 dims x 34/32 B (q8_0,
-// whole blocks)", "(64 dims x 1 B + 2 B scale) (fp8_e4m3)".
-std::string row_text(const NumberFormat& f, int dims, const char* what = "dims") {
-  const std::string per_number = f.block_elems == 1 ? fmt::format("{} B", f.block_bytes)
-                                                    : fmt::format("{}/{} B", f.block_bytes, f.block_elems);
-  const std::string how = f.block_elems == 1 ? f.name : f.name + ", whole blocks";
-  if (f.row_scale_bytes > 0)
-    return fmt::format("({} {} x {} + {} B scale) ({})", dims, what, per_number, f.row_scale_bytes, how);
-  return fmt::format("{} {} x {} ({})", dims, what, per_number, how);
-}
-
-std::string kv_formula(const ModelShape& m, const NumberFormat& k, const NumberFormat& v) {
-  if (m.kv_latent_dim > 0)
-    return fmt::format("{} layers x {} (one latent row for K and V)", m.num_layers,
-                       row_text(k, m.kv_latent_dim, "numbers"));
-  const int vd = m.value_head_dim > 0 ? m.value_head_dim : m.head_dim;
-  if (k.name != v.name || vd != m.head_dim)
-    return fmt::format("{} layers x {} KV heads x (K {} + V {})", m.num_layers, m.num_kv_heads,
-                       row_text(k, m.head_dim), row_text(v, vd));
-  return fmt::format("2 (K, V) x {} layers x {} KV heads x {}", m.num_layers, m.num_kv_heads, row_text(k, m.head_dim));
-}
-
 void run(const Options& o) {
   if (o.list) {
     fmt::print("{}\n", list_names());
@@ -187,32 +89,25 @@ void run(const Options& o) {
   if (o.model.empty()) fail("name a model preset or a GGUF file; `folio kv-calc --list` shows the presets");
   const Model model = load_model(o.model);
   // "q8_0" for both, or "K:V" such as "q8_0:f16", as --kv-cache-dtype of run and serve.
-  const auto colon = o.kv.find(':');
-  const std::string k_name = o.kv.substr(0, colon);
-  const std::string v_name = colon == std::string::npos ? k_name : o.kv.substr(colon + 1);
-  const auto kv = kv_number_format(k_name);
-  const auto v_kv = kv_number_format(v_name);
-  if (!kv || !v_kv)
+  const auto kv = kv_number_formats(o.kv);
+  if (!kv)
     fail("unknown KV cache type \"{}\"; use one of: {}, or K:V such as q8_0:f16", o.kv,
          fmt::join(kv_number_format_names(), ", "));
-  const std::string kv_name = kv->name == v_kv->name ? kv->name : kv->name + ":" + v_kv->name;
+  const std::string& kv_name = kv->name;
 
   CapacityQuery q;
   q.model = model.shape;
-  q.kv_format = *kv;
-  if (v_kv->name != kv->name) q.v_format = *v_kv;
+  q.kv_format = kv->k;
+  if (kv->v.name != kv->k.name) q.v_format = kv->v;
   q.context_tokens = o.ctx;
   q.num_users = o.users;
   q.block_size = o.block_size;
-  std::string weight_how;
+  std::optional<NumberFormat> weights;  // nullopt: the file's own tensors
   if (model.file_weight_bytes && o.weights.empty()) {
     q.weight_bytes = *model.file_weight_bytes;
-    weight_how = fmt::format("{} params as stored in the file", params_text(model.shape.num_params));
   } else {
-    const NumberFormat w = weight_format(o.weights.empty() ? "f16" : o.weights);
-    q.weight_bytes = weight_bytes(model.shape, w);
-    weight_how = fmt::format("{} params x {} bits ({})", params_text(model.shape.num_params),
-                             trimmed(w.bits_per_number()), w.name);
+    weights = weight_format(o.weights.empty() ? "f16" : o.weights);
+    q.weight_bytes = weight_bytes(model.shape, *weights);
   }
 
   // The device: a preset, explicit figures, or none (model figures only).
@@ -294,49 +189,13 @@ void run(const Options& o) {
   fmt::print("load    {} user(s) x {} tokens of context; KV in {}, blocks of {} tokens\n\n", grouped(q.num_users),
              grouped(q.context_tokens), kv_name, q.block_size);
 
-  auto row = [](const std::string& name, const std::string& value, const std::string& how) {
-    fmt::print("{:<15}{}\n{:<15}  = {}\n", name, value, "", how);
-  };
-  row("weights", bytes_text(p.weight_bytes), weight_how);
-  row("KV per token", bytes_text(p.kv_bytes_per_token), kv_formula(m, *kv, *v_kv));
-  row("KV per user", bytes_text(p.kv_bytes_per_user),
-      fmt::format("{} tokens{} x {}", grouped(p.tokens_per_user),
-                  p.tokens_per_user != q.context_tokens ? " (context rounded up to whole blocks)" : "",
-                  binary(p.kv_bytes_per_token)));
-  row("KV for load", bytes_text(p.kv_bytes_total),
-      fmt::format("{} user(s) x {}", grouped(q.num_users), binary(p.kv_bytes_per_user)));
-  if (have_device) {
-    row("needed", bytes_text(p.needed_bytes), "weights + KV for load + reserve");
-    row("fits", p.fits ? "yes" : "no",
-        p.fits ? fmt::format("{} spare of {}", decimal_gb(q.device.memory_bytes - p.needed_bytes),
-                             decimal_gb(q.device.memory_bytes))
-               : fmt::format("{} short of {}", decimal_gb(p.needed_bytes - q.device.memory_bytes),
-                             decimal_gb(q.device.memory_bytes)));
-    if (p.kv_budget_bytes <= 0) {
-      row("KV budget", bytes_text(p.kv_budget_bytes), "memory - reserve - weights: the weights alone do not fit");
-    } else {
-      row("KV budget", bytes_text(p.kv_budget_bytes), "memory - reserve - weights");
-      row("most users", fmt::format("{} at {} tokens", grouped(p.max_users), grouped(q.context_tokens)),
-          fmt::format("KV budget / {} per user, rounded down", binary(p.kv_bytes_per_user)));
-      row("longest ctx", fmt::format("{} tokens for {} user(s)", grouped(p.max_context_tokens), grouped(q.num_users)),
-          fmt::format("KV budget / ({} x {}), rounded down to whole blocks", grouped(q.num_users),
-                      binary(p.kv_bytes_per_token)));
-    }
-    if (q.device.bandwidth_bytes_per_s > 0) {
-      row("decode bound",
-          fmt::format("{} tokens/s per user, {} tokens/s in all", tokens_per_s_text(p.decode_tokens_per_s_per_user),
-                      tokens_per_s_text(p.decode_tokens_per_s_total)),
-          fmt::format("{} / {} read per step (every weight once + every user's KV at full context)",
-                      rate_text(q.device.bandwidth_bytes_per_s), decimal_gb(p.bytes_per_step)));
-    }
+  const CapacityReport report = capacity_report(q, p, weights, have_device);
+  for (const CapacityRow& r : report.rows) fmt::print("{:<15}{}\n{:<15}  = {}\n", r.name, r.value, "", r.how);
+  for (std::string note : report.notes) {
+    for (std::size_t at = note.find('\n'); at != std::string::npos; at = note.find('\n', at + 7))
+      note.insert(at + 1, 6, ' ');  // under the text after "note: "
+    fmt::print("\nnote: {}\n", note);
   }
-  if (m.max_context_tokens > 0 && q.context_tokens > m.max_context_tokens)
-    fmt::print("\nnote: {} tokens is past {}'s trained context of {}\n", grouped(q.context_tokens), m.name,
-               grouped(m.max_context_tokens));
-  if (m.num_experts > 0 && have_device && q.device.bandwidth_bytes_per_s > 0)
-    fmt::print("\nnote: {} is a mixture of experts: with few users a step reads only the routed experts, so\n"
-               "      the decode bound above (all weights every step) is pessimistic for small batches\n",
-               m.name);
   if (!have_device) fmt::print("\n(add --device H100, or --mem 80GB --bw 3.35TB/s, for fit and speed)\n");
 }
 

@@ -13,7 +13,8 @@ namespace folio::cli {
 
 struct ModelOptions {
   ModelSessionOptions session;
-  std::string model;  // empty: the default model
+  std::string model;        // empty: the default model
+  std::string activations;  // empty: the backend's default
 
   // The session options with the model path resolved.
   ModelSessionOptions resolved() const;

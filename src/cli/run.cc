@@ -8,8 +8,9 @@
 
 #include "cli/commands.h"
 #include "cli/model_options.h"
-#include "core/error.h"
 #include "cli/speculative_options.h"
+#include "cli/startup_budget.h"
+#include "core/error.h"
 #include "engine/engine.h"
 #include "tokenizer/chat_template.h"
 
@@ -67,6 +68,7 @@ void run(const RunOptions& o) {
   const std::int64_t seed = o.seed >= 0 ? o.seed : static_cast<std::int64_t>(std::random_device{}() >> 1);
   params.seed = seed;
   Engine engine(session, e);
+  std::fprintf(stderr, "folio: %s\n", startup_budget(*session, engine).c_str());
 
   std::fputs(o.chat ? "" : o.prompt.c_str(), stdout);
   const auto start = std::chrono::steady_clock::now();

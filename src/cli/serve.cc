@@ -18,9 +18,11 @@
 #include <memory>
 #include <thread>
 
+#include "cli/bench/bandwidth.h"
 #include "cli/commands.h"
 #include "cli/engine_options.h"
 #include "cli/model_options.h"
+#include "cli/startup_budget.h"
 #include "core/error.h"
 #include "engine/engine.h"
 #include "kv/capacity_planner.h"
@@ -98,6 +100,11 @@ void serve(ServeOptions o) {
   if (http.max_connections_per_client <= 0) http.max_connections_per_client = std::max(1, http.max_connections / 2);
   http.max_workers = http.max_connections;
   make_room_for_connections(http.max_connections);
+  // The planner's "this machine": the streaming-read bandwidth of folio bench --suite bandwidth.
+  o.server.web.measure_bandwidth = [] {
+    return measure_read_bandwidth(256 << 20, static_cast<int>(std::thread::hardware_concurrency()), 5).max_gb_per_s *
+           1e9;
+  };
 
   server::ApiServer api(o.server);
   const int port = api.start();
@@ -127,6 +134,7 @@ void serve(ServeOptions o) {
     throw;
   }
   api.set_engine(engine);
+  std::fprintf(stderr, "folio: %s\n", startup_budget(engine->session(), *engine).c_str());
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
   const KvUsage kv = engine->stats().kv;
   std::fprintf(stderr,
@@ -136,6 +144,9 @@ void serve(ServeOptions o) {
                kv.block_size, o.engine.kv_dtype.name().c_str(),
                static_cast<double>(engine->stats().kv_bytes) / (1 << 20),
                static_cast<std::size_t>(http.max_connections));
+  if (o.server.web.enabled)
+    std::fprintf(stderr, "folio: the web page (chat, \"How big is the cache?\", the engine live) is at %s/\n",
+                 url.c_str());
 
   int sig = 0;
   while ((sig = wait_signal(signals, std::chrono::milliseconds(1000))) == 0) {
@@ -212,6 +223,8 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--shutdown-timeout", o->shutdown_timeout_s,
                   "Seconds running requests get to finish after SIGTERM (default 30)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--no-web-page", [s = &o->server](std::int64_t) { s->web.enabled = false; },
+                "Serve no web page: GET / (chat, capacity planner, live engine view), /web/ and /api/ answer 404");
   cmd->add_flag("--no-request-log", [s = &o->server](std::int64_t) { s->log_requests = false; },
                 "Do not log one line per request");
   cmd->callback([o] { serve(*o); });

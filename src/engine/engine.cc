@@ -9,6 +9,7 @@
 #include "engine/speculative/draft_model_proposer.h"
 #include "engine/speculative/ngram_proposer.h"
 #include "engine/speculative/verifier.h"
+#include "kv/block_map.h"
 
 namespace folio {
 namespace {
@@ -544,6 +545,21 @@ void Engine::update_stats() {
   stats_.kv_empty_slot_steps += stats_.kv.num_empty_slots;
   stats_.prefix_cache = kv_->prefix_cache_stats();
   stats_.num_preemptions = scheduler_->num_preemptions();
+  copy_block_map();
+}
+
+void Engine::copy_block_map() {
+  const Clock::time_point now = Clock::now();
+  if (scheduler_->has_work() && now - block_map_time_ < std::chrono::milliseconds(100)) return;
+  block_map_ = block_map(kv_->pool());
+  block_map_usage_ = stats_.kv;
+  block_map_time_ = now;
+}
+
+std::string Engine::kv_block_map(KvUsage* usage) const {
+  std::lock_guard lock(stats_mutex_);
+  if (usage != nullptr) *usage = block_map_usage_;
+  return block_map_;
 }
 
 }  // namespace folio

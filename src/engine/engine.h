@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -112,6 +113,10 @@ class Engine {
   bool drain(std::chrono::milliseconds timeout);
 
   EngineStats stats() const;
+  // The KV pool, one character a block (kv/block_map.h): copied after a step
+  // at most every 100 ms, and always when the engine falls idle. `usage`, when
+  // given, gets the pool's counts at that same moment (stats().kv may be newer).
+  std::string kv_block_map(KvUsage* usage = nullptr) const;
   const ModelSession& session() const { return *session_; }
   const EngineConfig& config() const { return config_; }
   int max_model_len() const { return config_.max_model_len; }
@@ -163,6 +168,7 @@ class Engine {
   void finish_request(RequestId id, FinishReason reason);
   void publish(RequestId id, RequestEntry& r);
   void update_stats();
+  void copy_block_map();  // from update_stats, under stats_mutex_
 
   // Which request and completion a sequence is, and back.
   struct SequenceOwner {
@@ -213,6 +219,9 @@ class Engine {
 
   mutable std::mutex stats_mutex_;
   EngineStats stats_;
+  std::string block_map_;
+  KvUsage block_map_usage_;
+  Clock::time_point block_map_time_{};
 
   std::thread thread_;
 };

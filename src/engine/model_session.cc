@@ -7,6 +7,8 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "model/dummy_model.h"
+#include "tokenizer/dummy_vocab.h"
 
 namespace folio {
 namespace {
@@ -50,8 +52,21 @@ std::shared_ptr<ModelSession> open_model_session(const ModelSessionOptions& o) {
       backend = std::make_unique<ObservingBackend>(std::move(backend), *o.matmul_observer);
     s->backend = std::move(backend);
   }
-  s->loaded = load_model(o.model_path, *s->backend, progress_line(o.model_path, o.show_progress));
-  if (s->loaded.file) {
+  if (o.load_format == "dummy") {
+    DummyModelOptions d;
+    d.preset = o.model_path;
+    d.weights = o.dummy_weights;
+    s->loaded = load_dummy_model(d, *s->backend, progress_line("dummy " + o.model_path, o.show_progress));
+  } else if (o.load_format == "auto") {
+    s->loaded = load_model(o.model_path, *s->backend, progress_line(o.model_path, o.show_progress));
+  } else {
+    fail("--load-format \"{}\" is not known (auto reads the model; dummy makes random weights of a preset)",
+         o.load_format);
+  }
+  if (!s->loaded.file && !s->loaded.hf) {
+    s->tokenizer = Tokenizer::create(dummy_vocab(s->loaded.config.vocab_size));
+    s->chat_template = std::make_unique<ChatTemplate>(ChatTemplate::chatml());
+  } else if (s->loaded.file) {
     s->tokenizer = Tokenizer::create(Vocab::from_gguf(*s->loaded.file));
     s->chat_template = std::make_unique<ChatTemplate>(ChatTemplate::from_gguf(*s->loaded.file));
   } else {

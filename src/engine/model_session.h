@@ -18,7 +18,11 @@
 namespace folio {
 
 struct ModelSessionOptions {
-  std::string model_path;
+  std::string model_path;  // a GGUF file or HF directory; with load_format "dummy", a preset name
+  // "auto": read model_path; "dummy": random weights of the preset model_path
+  // names, in the types of the dummy_weights recipe (model/dummy_model.h).
+  std::string load_format = "auto";
+  std::string dummy_weights = "q4_k_m";
   BackendOptions backend;            // which backend to make (make_backend)
   bool show_progress = false;        // a progress line on stderr while a large model loads
   // Shown every matmul (calibration); it must outlive the session.

@@ -8,24 +8,20 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/loose_name.h"
+#include "tensor/dtype.h"
 #include "tensor/kv_dtype.h"
 
 namespace folio {
 namespace {
 
-std::string normalized(std::string_view name) {
-  std::string out;
-  for (char c : name)
-    if (std::isalnum(static_cast<unsigned char>(c))) out.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
-  return out;
-}
-
-ModelShape dense(std::string name, std::int64_t num_params, int num_layers, int num_kv_heads, int head_dim,
-                 std::int64_t max_context_tokens, int num_experts = 0) {
+ModelShape dense(std::string name, std::int64_t num_params, int num_layers, int num_heads, int num_kv_heads,
+                 int head_dim, std::int64_t max_context_tokens, int num_experts = 0) {
   ModelShape m;
   m.name = std::move(name);
   m.num_params = num_params;
   m.num_layers = num_layers;
+  m.num_heads = num_heads;
   m.num_kv_heads = num_kv_heads;
   m.head_dim = head_dim;
   m.num_experts = num_experts;
@@ -36,18 +32,21 @@ ModelShape dense(std::string name, std::int64_t num_params, int num_layers, int 
 // Parameter counts are exact, summed from each model's published shapes
 // (embeddings, attention, MLP or experts, norms, biases, untied heads).
 std::vector<ModelShape> make_model_presets() {
-  ModelShape deepseek_v3 = dense("DeepSeek-V3", 671'026'419'200, 61, 1, 576, 163840, 256);
+  ModelShape deepseek_v3 = dense("DeepSeek-V3", 671'026'419'200, 61, 128, 1, 576, 163840, 256);
   deepseek_v3.kv_latent_dim = 512 + 64;  // MLA: kv_lora_rank + rope dim, one row for K and V
   return {
-      dense("Llama-2-7B", 6'738'415'616, 32, 32, 128, 4096),
-      dense("Llama-2-13B", 13'015'864'320, 40, 40, 128, 4096),
-      dense("Llama-3-8B", 8'030'261'248, 32, 8, 128, 8192),
-      dense("Llama-3-70B", 70'553'706'496, 80, 8, 128, 8192),
-      dense("Mistral-7B", 7'241'732'096, 32, 8, 128, 32768),
-      dense("Qwen2.5-7B", 7'615'616'512, 28, 4, 128, 32768),
-      dense("Mixtral-8x7B", 46'702'792'704, 32, 8, 128, 32768, 8),
+      dense("SmolLM2-135M", 134'515'008, 30, 9, 3, 64, 8192),
+      dense("Qwen2.5-0.5B", 494'032'768, 24, 14, 2, 64, 32768),
+      dense("Qwen2.5-1.5B", 1'543'714'304, 28, 12, 2, 128, 32768),
+      dense("Llama-2-7B", 6'738'415'616, 32, 32, 32, 128, 4096),
+      dense("Llama-2-13B", 13'015'864'320, 40, 40, 40, 128, 4096),
+      dense("Llama-3-8B", 8'030'261'248, 32, 32, 8, 128, 8192),
+      dense("Llama-3-70B", 70'553'706'496, 80, 64, 8, 128, 8192),
+      dense("Mistral-7B", 7'241'732'096, 32, 32, 8, 128, 32768),
+      dense("Qwen2.5-7B", 7'615'616'512, 28, 28, 4, 128, 32768),
+      dense("Mixtral-8x7B", 46'702'792'704, 32, 32, 8, 128, 32768, 8),
       deepseek_v3,
-      dense("OPT-13B", 12'853'473'280, 40, 40, 128, 2048),
+      dense("OPT-13B", 12'853'473'280, 40, 40, 40, 128, 2048),
   };
 }
 
@@ -71,7 +70,7 @@ std::optional<double> parse_with_unit(std::string_view text, bool per_second) {
   auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), value);
   if (ec != std::errc() || end == t.data() || !(value >= 0) || !std::isfinite(value)) return std::nullopt;
   const std::size_t i = static_cast<std::size_t>(end - t.data());
-  const std::string unit = normalized(t.substr(i));
+  const std::string unit = loose_name(t.substr(i));
   static const std::pair<const char*, double> kUnits[] = {
       {"b", 1.0},       {"kb", 1e3},         {"mb", 1e6},         {"gb", 1e9},         {"tb", 1e12},
       {"kib", 1024.0},  {"mib", 1048576.0},  {"gib", 1073741824.0}, {"tib", 1099511627776.0},
@@ -99,6 +98,39 @@ std::optional<NumberFormat> kv_number_format(std::string_view name) {
 
 std::vector<std::string> kv_number_format_names() { return kv_dtype_names(); }
 
+std::optional<KvFormats> kv_number_formats(std::string_view names) {
+  const std::size_t colon = names.find(':');
+  const auto k = kv_number_format(names.substr(0, colon));
+  const auto v = colon == std::string_view::npos ? k : kv_number_format(names.substr(colon + 1));
+  if (!k || !v) return std::nullopt;
+  return KvFormats{*k, *v, k->name == v->name ? k->name : k->name + ":" + v->name};
+}
+
+std::optional<NumberFormat> weight_number_format(std::string_view name) {
+  if (loose_name(name) == "fp8") return NumberFormat{"fp8", 1, 1};
+  const auto t = parse_dtype(name);
+  if (!t) return std::nullopt;
+  const DTypeInfo& i = info(*t);
+  return NumberFormat{std::string(i.name), i.block_elems, i.block_bytes};
+}
+
+std::vector<std::string> weight_number_format_names() {
+  return {"f32", "f16", "bf16", "fp8", "q8_0", "q6_k", "q5_k", "q4_k", "q4_0"};
+}
+
+ModelShape model_shape(const ModelConfig& c) {
+  ModelShape m;
+  m.name = c.name.empty() ? c.architecture : c.name;
+  m.num_layers = static_cast<int>(c.num_layers);
+  m.num_heads = static_cast<int>(c.num_heads);
+  m.num_kv_heads = static_cast<int>(c.num_kv_heads);
+  m.head_dim = static_cast<int>(c.head_dim);
+  m.value_head_dim = static_cast<int>(c.value_head_dim);
+  m.num_experts = static_cast<int>(c.num_experts);
+  m.max_context_tokens = c.context_length;
+  return m;
+}
+
 const std::vector<ModelShape>& model_presets() {
   static const std::vector<ModelShape> presets = make_model_presets();
   return presets;
@@ -111,13 +143,13 @@ const std::vector<DeviceSpec>& device_presets() {
 
 std::optional<ModelShape> find_model_preset(std::string_view name) {
   for (const auto& m : model_presets())
-    if (normalized(m.name) == normalized(name)) return m;
+    if (loose_name(m.name) == loose_name(name)) return m;
   return std::nullopt;
 }
 
 std::optional<DeviceSpec> find_device_preset(std::string_view name) {
   for (const auto& d : device_presets())
-    if (normalized(d.name) == normalized(name) || normalized(d.name) == "rtx" + normalized(name)) return d;
+    if (loose_name(d.name) == loose_name(name) || loose_name(d.name) == "rtx" + loose_name(name)) return d;
   return std::nullopt;
 }
 
@@ -153,8 +185,15 @@ CapacityPlan plan_capacity(const CapacityQuery& q) {
   p.weight_bytes = q.weight_bytes;
   p.kv_bytes_per_token = kv_bytes_per_token(q.model, q.kv_format, q.v_format.value_or(q.kv_format));
   p.tokens_per_user = (q.context_tokens + q.block_size - 1) / q.block_size * q.block_size;
-  p.kv_bytes_per_user = p.tokens_per_user * p.kv_bytes_per_token;
-  p.kv_bytes_total = q.num_users * p.kv_bytes_per_user;
+  // Products of user-given counts: refused rather than wrapped.
+  const auto times = [](std::int64_t a, std::int64_t b, const char* what) {
+    std::int64_t out = 0;
+    if (__builtin_mul_overflow(a, b, &out) || out > kMaxPlannedBytes)
+      fail("{} would pass {} bytes; ask for fewer users or a shorter context", what, kMaxPlannedBytes);
+    return out;
+  };
+  p.kv_bytes_per_user = times(p.tokens_per_user, p.kv_bytes_per_token, "the KV cache of one user");
+  p.kv_bytes_total = times(q.num_users, p.kv_bytes_per_user, "the KV cache of all users");
   p.reserve_bytes = q.reserve_bytes ? *q.reserve_bytes
                                     : static_cast<std::int64_t>(std::llround(q.reserve_fraction *
                                                                              static_cast<double>(q.device.memory_bytes)));

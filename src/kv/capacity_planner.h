@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kv/kv_types.h"
+#include "model/model_config.h"
 
 namespace folio {
 
@@ -36,11 +37,28 @@ struct NumberFormat {
 std::optional<NumberFormat> kv_number_format(std::string_view name);
 std::vector<std::string> kv_number_format_names();
 
+// K's and V's formats from "q8_0" (both) or "K:V" ("q8_0:f16"), as
+// --kv-cache-dtype reads them; `name` is "q8_0" or "q8_0:f16". nullopt when
+// either name is unknown.
+struct KvFormats {
+  NumberFormat k;
+  NumberFormat v;
+  std::string name;
+};
+std::optional<KvFormats> kv_number_formats(std::string_view names);
+
+// Weight formats: the GGUF types (f16, bf16, q8_0, q6_k, q4_k, ...) plus fp8
+// (a byte a number). nullopt for other names.
+std::optional<NumberFormat> weight_number_format(std::string_view name);
+// The common ones, widest first, for menus.
+std::vector<std::string> weight_number_format_names();
+
 // The numbers that size a model's weights and KV cache.
 struct ModelShape {
   std::string name;
   std::int64_t num_params = 0;  // every weight, all experts included
   int num_layers = 0;
+  int num_heads = 0;  // query heads: num_kv_heads may be any divisor (MHA = num_heads, MQA = 1); 0: unknown
   int num_kv_heads = 0;
   int head_dim = 0;        // of K
   int value_head_dim = 0;  // of V; 0: same as head_dim
@@ -61,6 +79,10 @@ struct DeviceSpec {
 // Presets, matched ignoring case, spaces, '-' and '_' ("llama-2-7b" ==
 // "Llama 2 7B").
 const std::vector<ModelShape>& model_presets();
+// A model's shape from its config: name, layers, heads, head sizes, experts,
+// trained context. num_params (the file's tensors) and an MLA latent row are
+// the caller's to fill.
+ModelShape model_shape(const ModelConfig& config);
 const std::vector<DeviceSpec>& device_presets();
 std::optional<ModelShape> find_model_preset(std::string_view name);
 std::optional<DeviceSpec> find_device_preset(std::string_view name);
@@ -109,7 +131,9 @@ struct CapacityPlan {
   double decode_tokens_per_s_total = 0;
 };
 
-// Throws Error, saying which input to change, for non-positive sizes.
+// Throws Error, saying which input to change, for non-positive sizes and for
+// a KV cache past kMaxPlannedBytes (so that no sum of the plan overflows).
+inline constexpr std::int64_t kMaxPlannedBytes = std::int64_t{1} << 60;
 CapacityPlan plan_capacity(const CapacityQuery& query);
 
 // "80GB", "141 GB", "24GiB", "512KiB", "1.5e9B" -> bytes; a unit is

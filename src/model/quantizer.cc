@@ -70,12 +70,6 @@ DType fit_row(DType type, std::int64_t row, std::string& why) {
   return fallback;
 }
 
-int count_layers(const GgufFile& in) {
-  int layers = 0;
-  for (const GgufTensorInfo& t : in.tensors()) layers = std::max(layers, layer_of(t.name) + 1);
-  return layers;
-}
-
 }  // namespace
 
 std::optional<QuantRecipe> parse_quant_recipe(std::string_view text) {
@@ -95,13 +89,23 @@ std::vector<std::string> quant_recipe_names() {
 }
 
 std::vector<TensorQuantPlan> plan_quantization(const GgufFile& in, const QuantizeOptions& o) {
-  const int num_layers = count_layers(in);
-  const bool tied = in.find_tensor("output.weight") == nullptr;
+  std::vector<TensorToPlan> tensors;
+  for (const GgufTensorInfo& t : in.tensors()) tensors.push_back({t.name, t.type, t.num_dims, t.shape[0]});
+  return plan_quantization(tensors, o);
+}
+
+std::vector<TensorQuantPlan> plan_quantization(const std::vector<TensorToPlan>& tensors, const QuantizeOptions& o) {
+  int num_layers = 0;
+  bool tied = true;
+  for (const TensorToPlan& t : tensors) {
+    num_layers = std::max(num_layers, layer_of(t.name) + 1);
+    if (t.name == "output.weight") tied = false;
+  }
   const DType base = o.recipe.base;
   // The output projection turns every error into a wrong logit: at least 6 bits.
   const bool boost_output = !is_float(base) && base != DType::Q8_0 && base != DType::Q6_K;
   std::vector<TensorQuantPlan> plans;
-  for (const GgufTensorInfo& t : in.tensors()) {
+  for (const TensorToPlan& t : tensors) {
     TensorQuantPlan p{t.name, t.type, t.type, ""};
     const bool matrix = t.num_dims >= 2 && ends_with(t.name, ".weight");
     // A router's error changes which experts run; routers are small.
@@ -127,7 +131,7 @@ std::vector<TensorQuantPlan> plan_quantization(const GgufFile& in, const Quantiz
       p.why = "asked for by name";
     }
     std::string fit_why;
-    const DType fitted = fit_row(to, t.shape[0], fit_why);
+    const DType fitted = fit_row(to, t.row, fit_why);
     if (fitted != to) {
       if (p.why == "asked for by name")
         fail("{} cannot be {}: {}", t.name, name(to), fit_why);

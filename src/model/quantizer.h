@@ -63,6 +63,18 @@ struct QuantizeOptions {
 // Error for a recipe the tensors cannot take.
 std::vector<TensorQuantPlan> plan_quantization(const GgufFile& in, const QuantizeOptions& options);
 
+// What the plan needs of a tensor: its GGUF name, type, dimensions and row length.
+struct TensorToPlan {
+  std::string name;
+  DType type;
+  int num_dims;
+  std::int64_t row;  // elements of the innermost dimension
+};
+// The same plan for tensors described rather than read from a file (the
+// random weights of --load-format dummy).
+std::vector<TensorQuantPlan> plan_quantization(const std::vector<TensorToPlan>& tensors,
+                                               const QuantizeOptions& options);
+
 struct QuantizeSummary {
   std::uint64_t input_bytes = 0;   // tensor data
   std::uint64_t output_bytes = 0;  // tensor data

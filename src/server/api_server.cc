@@ -32,7 +32,7 @@ HttpResponse error_response(const ApiError& e, HttpFields fields = {}) {
 
 bool path_matches(const char* route, const std::string& path) {
   const std::string_view r(route);
-  if (r.back() == '/') return path.size() > r.size() && path.compare(0, r.size(), r) == 0;
+  if (r.size() > 1 && r.back() == '/') return path.size() > r.size() && path.compare(0, r.size(), r) == 0;
   return path == r;
 }
 
@@ -40,6 +40,7 @@ bool path_matches(const char* route, const std::string& path) {
 
 ApiServer::ApiServer(ServerOptions options) : options_(std::move(options)), started_unix_(unix_seconds()) {
   http_ = std::make_unique<HttpServer>(options_.http, static_cast<HttpHandler&>(*this));
+  if (options_.web.enabled) web_ = std::make_unique<WebPage>(options_.web);
 }
 
 ApiServer::~ApiServer() { stop(); }
@@ -98,7 +99,8 @@ namespace {
 
 constexpr const char* kRouteList =
     "this server answers POST /v1/completions, POST /v1/chat/completions, GET /v1/models, GET /health, GET "
-    "/metrics, POST /tokenize, POST /detokenize and GET /version";
+    "/metrics, POST /tokenize, POST /detokenize and GET /version (and the web page at GET /, unless "
+    "--no-web-page)";
 
 }  // namespace
 
@@ -114,10 +116,15 @@ const ApiServer::Route* ApiServer::find_route(const std::string& method, const s
       {"POST", "/detokenize", true, &ApiServer::detokenize},
       {"POST", "/v1/completions", true, &ApiServer::completions},
       {"POST", "/v1/chat/completions", true, &ApiServer::chat_completions},
+      {"GET", "/", false, &ApiServer::web_page},
+      {"GET", "/web/", false, &ApiServer::web_page},
+      {"GET", "/api/live", true, &ApiServer::web_page},
+      {"GET", "/api/capacity", true, &ApiServer::web_page},
+      {"POST", "/api/capacity", true, &ApiServer::web_page},
   };
   const Route* found = nullptr;
   for (const Route& r : kRoutes) {
-    if (!path_matches(r.path, path)) continue;
+    if (!path_matches(r.path, path) || (r.handle == &ApiServer::web_page && !web_)) continue;
     const std::string_view m(r.method);
     if (allow != nullptr) *allow += std::string(allow->empty() ? "" : ", ") + (m == "GET" ? "GET, HEAD" : r.method);
     if (method == m || (m == "GET" && method == "HEAD")) found = &r;
@@ -223,6 +230,15 @@ void ApiServer::metrics(const HttpRequest&, HttpExchange& ex) {
   r.content_type = "text/plain; version=0.0.4";
   r.body = prometheus_metrics(stats ? &*stats : nullptr, counters_, &http, options_.served_model_name);
   ex.respond(std::move(r));
+}
+
+void ApiServer::web_page(const HttpRequest& req, HttpExchange& ex) {
+  std::shared_ptr<const Served> s;
+  {
+    std::lock_guard lock(mutex_);
+    s = served_;
+  }
+  web_->handle(req, ex, s ? s->engine.get() : nullptr);
 }
 
 void ApiServer::tokenize(const HttpRequest& req, HttpExchange& ex) {

@@ -24,6 +24,7 @@
 #include "server/http_server.h"
 #include "server/openai_request.h"
 #include "server/server_counters.h"
+#include "server/web/web_page.h"
 
 namespace folio::server {
 
@@ -36,6 +37,7 @@ struct ServerOptions {
   int max_choices_per_client = 0;          // queued or running from one address; 0: half the engine's --max-waiting
   bool allow_special_in_messages = false;  // chat text may become special tokens (the old, unsafe reading)
   bool log_requests = true;                // one stderr line per request
+  WebPageOptions web;                      // the page at / (server/web/)
 };
 
 class ApiServer final : private HttpHandler {
@@ -94,6 +96,7 @@ class ApiServer final : private HttpHandler {
   void version(const HttpRequest& req, HttpExchange& ex);
   void models(const HttpRequest& req, HttpExchange& ex);
   void metrics(const HttpRequest& req, HttpExchange& ex);
+  void web_page(const HttpRequest& req, HttpExchange& ex);
 
   // A client's share of the engine's queue: choices queued or running.
   bool reserve_choices(const std::string& client, int n, int cap);
@@ -103,6 +106,7 @@ class ApiServer final : private HttpHandler {
   ServerCounters counters_;
   std::int64_t started_unix_ = 0;
   std::unique_ptr<HttpServer> http_;
+  std::unique_ptr<WebPage> web_;  // null with --no-web-page
 
   mutable std::mutex mutex_;
   std::shared_ptr<const Served> served_;

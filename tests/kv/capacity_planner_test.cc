@@ -129,6 +129,16 @@ TEST(CapacityPlanner, PresetParameterCountsMatchTheirShapes) {
   EXPECT_EQ(preset("Mistral-7B").num_params, llama(32000, 4096, 14336, 32, 8, 0, false));
   EXPECT_EQ(preset("Qwen2.5-7B").num_params, llama(152064, 3584, 18944, 28, 4, 0, true));
   EXPECT_EQ(preset("Mixtral-8x7B").num_params, llama(32000, 4096, 14336, 32, 8, 8, false));
+  // Tied embeddings and other head sizes: SmolLM2-135M and the small Qwen2.5s.
+  auto tied = [](std::int64_t v, std::int64_t h, std::int64_t f, std::int64_t l, std::int64_t heads, std::int64_t kvh,
+                 std::int64_t hd, bool bias) {
+    const std::int64_t q = heads * hd, kv = kvh * hd;
+    const std::int64_t attn = 2 * h * q + 2 * h * kv + (bias ? q + 2 * kv : 0);
+    return l * (attn + 3 * h * f + 2 * h) + v * h + h;
+  };
+  EXPECT_EQ(preset("SmolLM2-135M").num_params, tied(49152, 576, 1536, 30, 9, 3, 64, false));
+  EXPECT_EQ(preset("Qwen2.5-0.5B").num_params, tied(151936, 896, 4864, 24, 14, 2, 64, true));
+  EXPECT_EQ(preset("Qwen2.5-1.5B").num_params, tied(151936, 1536, 8960, 28, 12, 2, 128, true));
   // OPT: biases everywhere, LayerNorm with bias, GELU MLP of two matrices,
   // 2,048 + 2 learned positions, tied embeddings.
   const std::int64_t h = 5120, f = 20480;
@@ -253,6 +263,17 @@ TEST(CapacityPlanner, ParsesSizesAndBandwidths) {
   EXPECT_DOUBLE_EQ(parse_bandwidth("900 GB/s").value(), 9e11);
   EXPECT_DOUBLE_EQ(parse_bandwidth("2TB").value(), 2e12);
   EXPECT_EQ(parse_bandwidth("fast"), std::nullopt);
+}
+
+// A load whose KV cache would pass 2^60 bytes is refused, not wrapped.
+TEST(CapacityPlanner, RefusesAKvCacheThatWouldOverflow) {
+  CapacityQuery q = query(preset("Llama-2-13B"), kv("f32"), *find_device_preset("H100"));
+  q.context_tokens = std::int64_t{1} << 30;
+  q.num_users = std::int64_t{1} << 20;
+  EXPECT_THROW(plan_capacity(q), Error);
+  q.num_users = std::int64_t{1} << 40;
+  q.context_tokens = std::int64_t{1} << 40;
+  EXPECT_THROW(plan_capacity(q), Error);
 }
 
 }  // namespace

@@ -60,6 +60,38 @@ std::vector<BackendUnderTest> test_backends() {
   sealed.options.num_threads = 2;
   sealed.q8_activations = CpuFeatures::detect().avx2;
   out.push_back(sealed);
+  // The GPU, where there is one (its absence is one skipped test,
+  // CudaBackend.IsUsableHere). Its transcendental functions are CUDA's, not
+  // glibc's, so rope, gates and routing weights are within float_ops of the
+  // reference rather than its bits; decoding, KV writes, gathers, combining
+  // and sampling stay exact.
+  if (backend_unavailable("cuda").empty()) {
+    BackendUnderTest cuda;
+    cuda.label = "cuda";
+    cuda.options.name = "cuda";
+    cuda.exact_elementwise = false;
+    out.push_back(cuda);
+    BackendUnderTest bf16 = cuda;
+    bf16.label = "cuda_bf16";
+    bf16.options.activations = DType::BF16;
+    bf16.rounding = 0x1p-8;
+    out.push_back(bf16);
+    // cuBLAS for more than 8 rows: f32 products, and bf16 ones whose weights
+    // are rounded to bf16 first (half a unit of 2^-8 on each |w x|).
+    BackendUnderTest cublas = cuda;
+    cublas.label = "cuda_cublas";
+    cublas.options.batch_invariant = false;
+    cublas.batch_invariant = false;
+    cublas.matmul_only = true;
+    out.push_back(cublas);
+    BackendUnderTest cublas_bf16 = bf16;
+    cublas_bf16.label = "cuda_cublas_bf16";
+    cublas_bf16.options.batch_invariant = false;
+    cublas_bf16.batch_invariant = false;
+    cublas_bf16.matmul_only = true;
+    cublas_bf16.float_ops = 0x1p-8;
+    out.push_back(cublas_bf16);
+  }
   return out;
 }
 
@@ -267,9 +299,39 @@ std::vector<std::vector<std::int32_t>> shuffled_blocks(int num_seqs, int per_seq
   return out;
 }
 
+namespace {
+
+// The worst error of the current test so far, kept as test properties (in
+// --gtest_output=xml) for scripts/gpu_check.sh's table: the largest
+// |got - want| / max(|want|, 1) and the largest share of its bound an output
+// used (1 = at the bound).
+void record_worst(double relative, double bound_used) {
+  static std::string test;
+  static double worst_relative = 0, worst_used = 0;
+  const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  if (info == nullptr) return;
+  const std::string name = std::string(info->test_suite_name()) + "." + info->name();
+  if (name != test) {
+    test = name;
+    worst_relative = worst_used = 0;
+  }
+  worst_relative = std::max(worst_relative, relative);
+  worst_used = std::max(worst_used, bound_used);
+  ::testing::Test::RecordProperty("worst_relative_error", fmt::format("{:.3g}", worst_relative));
+  ::testing::Test::RecordProperty("worst_bound_used", fmt::format("{:.3g}", worst_used));
+}
+
+}  // namespace
+
 std::string compare(const std::vector<float>& got, const std::vector<float>& want, const std::vector<double>& scale,
                     double tolerance, double rounding, const std::string& what) {
   if (got.size() != want.size()) return fmt::format("{}: {} values, expected {}", what, got.size(), want.size());
+  double worst_relative = 0, worst_used = 0;
+  struct Recorder {
+    double& relative;
+    double& used;
+    ~Recorder() { record_worst(relative, used); }
+  } recorder{worst_relative, worst_used};
   for (std::size_t i = 0; i < want.size(); ++i) {
     const double g = got[i], w = want[i];
     if (std::isnan(w) || std::isnan(g)) {
@@ -282,6 +344,8 @@ std::string compare(const std::vector<float>& got, const std::vector<float>& wan
     const double normal = rounding == 0x1p-11 ? 0x1p-14 : 0x1p-126;
     const double bound = tolerance * (i < scale.size() ? scale[i] : 0.0) + rounding * std::max(std::fabs(w), normal);
     const bool ok = bound == 0 ? g == w : std::fabs(g - w) <= bound;
+    worst_relative = std::max(worst_relative, std::fabs(g - w) / std::max(std::fabs(w), 1.0));
+    worst_used = std::max(worst_used, bound == 0 ? (ok ? 0.0 : 1e30) : std::fabs(g - w) / bound);
     if (!ok) return fmt::format("{}: element {} is {}, expected {} (bound {:.3g})", what, i, g, w, bound);
   }
   return {};

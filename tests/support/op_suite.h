@@ -36,14 +36,17 @@ struct BackendUnderTest {
   double float_ops = 1e-5;  // rms_norm, glu, attention, expert and f32 matmuls: float reassociation
   bool q8_activations = false;  // its matmul quantizes activations to 8 bits per block
   bool matmul_only = false;     // a second precision of a backend: only the matmul suite runs it
-  bool exact_elementwise = true;  // rope, add, scale, embedding, KV writes give the reference's bits
+  bool exact_elementwise = true;  // rope, add, scale, routing and gates give the reference's bits
+  bool batch_invariant = true;    // a row's bits never depend on its batch (rule 5)
 
   std::unique_ptr<Backend> make() const { return make_backend(options); }
 };
 
 // Every backend this machine can run: the reference in f32, f16 and bf16,
-// the CPU backend at each SIMD level it has in both matmul precisions, and
-// the sealed backend; op_backends() leaves out the second precisions.
+// the CPU backend at each SIMD level it has in both matmul precisions, the
+// sealed backend, and where a CUDA device is present the cuda backend in
+// f32 and bf16 activations (plus its cuBLAS matmul path, which is not batch
+// invariant); op_backends() leaves out the second precisions.
 std::vector<BackendUnderTest> test_backends();
 std::vector<BackendUnderTest> op_backends();
 std::string backend_label(const ::testing::TestParamInfo<BackendUnderTest>& info);

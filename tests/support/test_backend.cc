@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 
+#include "core/error.h"
 #include "support/test_models.h"
 
 namespace folio::testing {
@@ -11,6 +12,13 @@ BackendOptions test_backend_options(int threads, const std::string& precision) {
   if (const char* name = std::getenv("FOLIO_TEST_BACKEND"); name != nullptr && *name != '\0') o.name = name;
   o.num_threads = threads;
   o.precision = precision;
+  // FOLIO_TEST_ACTIVATIONS=bf16 (or f16 on the reference) runs a backend in
+  // that activation type.
+  if (const char* act = std::getenv("FOLIO_TEST_ACTIVATIONS"); act != nullptr && *act != '\0') {
+    const auto type = parse_dtype(act);
+    if (!type) fail("FOLIO_TEST_ACTIVATIONS={} is not a number type (f32, f16 or bf16)", act);
+    o.activations = *type;
+  }
   return o;
 }
 

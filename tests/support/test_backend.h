@@ -1,7 +1,8 @@
 // The backend the model-level tests (tests/engine) run on: FOLIO_TEST_BACKEND
 // names it (cpu by default; CTest runs the engine tests a second time on
 // "sealed", whose memory the host cannot read, which proves that nothing
-// outside the backend reads device memory).
+// outside the backend reads device memory; FOLIO_TEST_BACKEND=cuda runs them
+// on the GPU, FOLIO_TEST_ACTIVATIONS=bf16 in bf16 activations).
 #pragma once
 
 #include <memory>
