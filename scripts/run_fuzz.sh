@@ -12,8 +12,12 @@ build_dir="${FOLIO_FUZZ_BUILD_DIR:-$root/build-fuzz}"
 seconds="${FOLIO_FUZZ_SECONDS:-60}"
 http_seconds="${FOLIO_FUZZ_HTTP_SECONDS:-30}"
 
+# The fuzz targets need none of xgrammar, but configuring the project finds
+# it: the one setup.sh built into the main build tree.
+xgrammar_dir="${FOLIO_BUILD_DIR:-$root/build}/deps/xgrammar"
 CC=clang CXX=clang++ cmake -S "$root" -B "$build_dir" -G Ninja \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFOLIO_FUZZ=ON -DFOLIO_BUILD_TESTS=OFF -DFOLIO_WERROR=ON >/dev/null
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFOLIO_FUZZ=ON -DFOLIO_BUILD_TESTS=OFF -DFOLIO_WERROR=ON \
+  -DFOLIO_XGRAMMAR_DIR="$xgrammar_dir" >/dev/null
 cmake --build "$build_dir" --target gguf_fuzz request_parser_fuzz
 
 # The working corpus persists between runs so coverage accumulates; seeds are

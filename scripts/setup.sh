@@ -42,3 +42,6 @@ if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; 
   "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$req"
   echo "$want" >"$stamp"
 fi
+
+# xgrammar, the grammar engine of structured outputs, from its pinned source.
+FOLIO_BUILD_DIR="$build_dir" "$here/build_xgrammar.sh"

@@ -177,6 +177,10 @@ void sample(const Tensor& logits, const SamplingBatch& b) {
        "logprobs {} must hold {} records of {} bytes", desc(b.logprobs), b.num_logprob_rows, sizeof(LogprobResult));
   FOLIO_NEED(b.adjustments.bytes() % sizeof(LogitAdjustment) == 0, "sample", "adjustments {} are not whole records of {} bytes",
        desc(b.adjustments), sizeof(LogitAdjustment));
+  FOLIO_NEED(b.masks.bytes() == static_cast<std::size_t>(b.num_masks * b.mask_words) * sizeof(std::uint32_t), "sample",
+       "masks {} must hold {} rows of {} words", desc(b.masks), b.num_masks, b.mask_words);
+  FOLIO_NEED(b.num_masks == 0 || b.mask_words * 32 >= logits.cols(), "sample",
+       "token masks of {} words cannot cover {} tokens", b.mask_words, logits.cols());
 }
 
 }  // namespace folio::op_checks

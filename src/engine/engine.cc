@@ -102,6 +102,11 @@ std::shared_ptr<RequestStream> Engine::submit(EngineRequest request) {
       throw EngineError(EngineError::Kind::kInvalid,
                         fmt::format("token id {} is outside the vocabulary (0 to {})", id, model.vocab_size - 1));
   if (auto problem = p.validate(model.vocab_size)) throw EngineError(EngineError::Kind::kInvalid, *problem);
+  if (p.constraint && p.constraint->vocab_size() != model.vocab_size)
+    throw EngineError(EngineError::Kind::kInvalid,
+                      fmt::format("the output constraint was compiled for {} tokens but the model scores {}; compile "
+                                  "it with this model's ConstraintCompiler",
+                                  p.constraint->vocab_size(), model.vocab_size));
   const int prompt_len = static_cast<int>(request.prompt.size());
   if (prompt_len >= config_.max_model_len)
     throw EngineError(EngineError::Kind::kInvalid,
@@ -251,18 +256,48 @@ std::vector<SampledToken> Engine::read_tokens(ScheduledSequence& q, const StepSa
 std::vector<SampledToken> Engine::choose_tokens_on_host(ScheduledSequence& q, const float* logits) {
   Sequence& seq = sequence(q.id);
   const std::int64_t V = session_->config().vocab_size;
-  if (q.num_draft_tokens == 0)
-    return {sampler_.sample(std::span<const float>(logits, static_cast<std::size_t>(V)), seq.params(),
-                            seq.prompt_counts(), seq.output_counts(), seq.rng())};
   const auto& tokens = scheduler_->find(q.id)->tokens;
   const auto draft = std::span<const TokenId>(tokens).subspan(static_cast<std::size_t>(q.num_computed_tokens + 1),
                                                                static_cast<std::size_t>(q.num_draft_tokens));
+  const std::span<const std::uint32_t> masks = host_masks(seq, draft);
+  if (q.num_draft_tokens == 0)
+    return {sampler_.sample(std::span<const float>(logits, static_cast<std::size_t>(V)), seq.params(),
+                            seq.prompt_counts(), seq.output_counts(), seq.rng(), masks)};
+  const std::size_t words = seq.matcher() ? static_cast<std::size_t>(seq.matcher()->mask_words()) : 0;
   VerifyResult v = verify_draft(sampler_,
                                 std::span<const float>(logits, static_cast<std::size_t>((q.num_draft_tokens + 1) * V)),
                                 V, draft, seq.params(), seq.prompt_counts(), seq.mutable_output_counts(), seq.rng(),
-                                verify_scratch_);
+                                verify_scratch_, masks, words);
   count_speculation(q, v.num_accepted);
   return std::move(v.emitted);
+}
+
+void Engine::attach_masks(Sequence& seq, std::span<const TokenId> draft, std::size_t first_row) {
+  ConstraintMatcher* m = seq.matcher();
+  if (m == nullptr) return;
+  const auto start = Clock::now();
+  sampling_.mask_words = m->mask_words();
+  auto index = static_cast<std::int32_t>(sampling_.num_masks());
+  constraint_masks(*m, draft, sampling_.masks);
+  for (std::size_t i = 0; i <= draft.size(); ++i) sampling_.rows[first_row + i].mask_row = index++;
+  time_masks(start, draft.size() + 1);
+}
+
+std::span<const std::uint32_t> Engine::host_masks(Sequence& seq, std::span<const TokenId> draft) {
+  host_masks_.clear();
+  ConstraintMatcher* m = seq.matcher();
+  if (m == nullptr) return {};
+  const auto start = Clock::now();
+  constraint_masks(*m, draft, host_masks_);
+  time_masks(start, draft.size() + 1);
+  return host_masks_;
+}
+
+void Engine::time_masks(Clock::time_point start, std::size_t num_masks) {
+  const double s = seconds(Clock::now() - start);
+  std::lock_guard lock(stats_mutex_);
+  stats_.constraint_masks += static_cast<std::int64_t>(num_masks);
+  stats_.constraint_mask_seconds += s;
 }
 
 void Engine::count_speculation(ScheduledSequence& q, int num_accepted) {
@@ -327,6 +362,7 @@ void Engine::step() {
                                                                     static_cast<std::size_t>(q.num_draft_tokens));
     first_row[i] = add_sampling_rows(sampling_, first_logits[i], seq.params(), seq.prompt_counts(),
                                      seq.output_counts(), seq.rng(), draft, adjustment_scratch_);
+    attach_masks(seq, draft, first_row[i]);
   }
   const StepSamples samples = runner_->execute(chunks, sampling_);
   const float* host = nullptr;
@@ -412,12 +448,13 @@ void Engine::sample_forks(const std::vector<std::pair<std::size_t, std::int32_t>
       if (host_logits != nullptr) {
         const SampledToken t =
             sampler_.sample(std::span<const float>(host_logits + logits_row * V, static_cast<std::size_t>(V)),
-                            seq.params(), seq.prompt_counts(), seq.output_counts(), seq.rng());
+                            seq.params(), seq.prompt_counts(), seq.output_counts(), seq.rng(), host_masks(seq, {}));
         emit_tokens(rid, c, std::span<const SampledToken>(&t, 1), false);
         continue;
       }
       children.push_back({rid, c, add_sampling_rows(sampling_, logits_row, seq.params(), seq.prompt_counts(),
                                                     seq.output_counts(), seq.rng(), {}, adjustment_scratch_)});
+      attach_masks(seq, {}, children.back().row);
     }
   }
   if (children.empty()) return;

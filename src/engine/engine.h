@@ -87,6 +87,9 @@ struct EngineStats {
   std::int64_t spec_proposed_tokens = 0;
   std::int64_t spec_accepted_tokens = 0;
   std::int64_t spec_steps = 0;
+  // Structured outputs: token masks computed on the host, and the time spent.
+  std::int64_t constraint_masks = 0;
+  double constraint_mask_seconds = 0.0;
   Histogram time_to_first_token{{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}};
   Histogram inter_token_latency{{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}};
   Histogram e2e_latency{{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}};
@@ -156,6 +159,12 @@ class Engine {
   void sample_forks(const std::vector<std::pair<std::size_t, std::int32_t>>& parents, const StepPlan& plan,
                     const float* host_logits);
   void emit_tokens(RequestId request_id, int index, std::span<const SampledToken> tokens, bool speculated);
+  // A constrained sequence's token masks for rows first_row .. of sampling_
+  // (the device path): appended to sampling_.masks, timed in the stats.
+  void attach_masks(Sequence& seq, std::span<const TokenId> draft, std::size_t first_row);
+  // The same masks into host_masks_ (the host path); empty when unconstrained.
+  std::span<const std::uint32_t> host_masks(Sequence& seq, std::span<const TokenId> draft);
+  void time_masks(std::chrono::steady_clock::time_point start, std::size_t num_masks);
   void finish_request(RequestId id, FinishReason reason);
   void publish(RequestId id, RequestEntry& r);
   void update_stats();
@@ -188,6 +197,7 @@ class Engine {
   SamplingRequest sampling_;
   std::vector<LogitAdjustment> adjustment_scratch_;
   std::vector<float> host_logits_;
+  std::vector<std::uint32_t> host_masks_;
 
   // Engine-thread state.
   std::unordered_map<RequestId, RequestEntry> requests_;

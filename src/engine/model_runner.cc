@@ -26,6 +26,8 @@ void SamplingRequest::clear() {
   rows.clear();
   adjustments.clear();
   num_logprob_rows = 0;
+  masks.clear();
+  mask_words = 0;
 }
 
 std::size_t SamplingRequest::add(SamplingRowParams row, std::span<const LogitAdjustment> adjust) {
@@ -192,16 +194,22 @@ void ModelRunner::stage_sampling(const SamplingRequest& sampling) {
   if (R > 0)
     std::memcpy(static_cast<std::uint8_t*>(staging_.data()) + layout_.rows, sampling.rows.data(),
                 static_cast<std::size_t>(R) * sizeof(SamplingRowParams));
-  const std::size_t bytes = sampling.adjustments.size() * sizeof(LogitAdjustment);
+  stage(sampling.adjustments.data(), sampling.adjustments.size() * sizeof(LogitAdjustment), staging_adjustments_,
+        device_adjustments_);
+  stage(sampling.masks.data(), sampling.masks.size() * sizeof(std::uint32_t), staging_masks_, device_masks_);
+}
+
+// Copies bytes to the device through pinned staging, growing both buffers
+// to fit; nothing when there are none.
+void ModelRunner::stage(const void* data, std::size_t bytes, Buffer& staging, Buffer& device) {
   if (bytes == 0) return;
-  if (bytes > staging_adjustments_.size()) {
-    const std::size_t size = std::max(bytes, 2 * staging_adjustments_.size());
-    staging_adjustments_ = backend_.allocate_host(size);
-    device_adjustments_ = backend_.allocate(size);
+  if (bytes > staging.size()) {
+    const std::size_t size = std::max(bytes, 2 * staging.size());
+    staging = backend_.allocate_host(size);
+    device = backend_.allocate(size);
   }
-  std::memcpy(staging_adjustments_.data(), sampling.adjustments.data(), bytes);
-  backend_.copy_to_device(device_adjustments_.view(DType::I8, {static_cast<std::int64_t>(bytes)}),
-                          staging_adjustments_.data(), bytes);
+  std::memcpy(staging.data(), data, bytes);
+  backend_.copy_to_device(device.view(DType::I8, {static_cast<std::int64_t>(bytes)}), staging.data(), bytes);
 }
 
 // The results, and right after them the logprobs asked for, so that one
@@ -219,6 +227,9 @@ StepSamples ModelRunner::run_sampling(const SamplingRequest& sampling) {
   b.adjustments = records<LogitAdjustment>(device_adjustments_, 0, A);
   b.results = records<SampleResult>(device_results_, 0, R);
   b.logprobs = records<LogprobResult>(device_results_, logprobs_at, M);
+  b.num_masks = sampling.num_masks();
+  b.mask_words = b.num_masks > 0 ? sampling.mask_words : 0;
+  b.masks = device_masks_.view(DType::I32, {b.num_masks * b.mask_words});
   backend_.sample(logits_, b);
 
   auto* host = static_cast<std::uint8_t*>(host_results_.data());

@@ -38,6 +38,12 @@ struct SamplingRequest {
   std::vector<SamplingRowParams> rows;
   std::vector<LogitAdjustment> adjustments;
   std::int64_t num_logprob_rows = 0;
+  // Token masks of constrained rows, [num_masks, mask_words]; rows point at
+  // them by mask_row. Empty when no row is constrained: nothing is copied.
+  std::vector<std::uint32_t> masks;
+  std::int64_t mask_words = 0;
+
+  std::int64_t num_masks() const { return mask_words > 0 ? static_cast<std::int64_t>(masks.size()) / mask_words : 0; }
 
   void clear();
   // Appends a row whose adjustments are `adjustments` (moved to the end of
@@ -85,6 +91,7 @@ class ModelRunner {
 
  private:
   void stage_sampling(const SamplingRequest& sampling);
+  void stage(const void* data, std::size_t bytes, Buffer& staging, Buffer& device);
   StepSamples run_sampling(const SamplingRequest& sampling);
 
   Backend& backend_;
@@ -111,6 +118,8 @@ class ModelRunner {
   Buffer host_results_;         // the same, pinned
   Buffer staging_adjustments_;  // grows with the largest step's adjustments
   Buffer device_adjustments_;
+  Buffer staging_masks_;        // grows with the largest step's token masks
+  Buffer device_masks_;
   std::vector<SlotId> slot_scratch_;
   Tensor logits_;
 };

@@ -73,6 +73,7 @@ std::shared_ptr<ModelSession> open_model_session(const ModelSessionOptions& o) {
     s->tokenizer = Tokenizer::create(Vocab::from_hf(s->loaded.hf->dir(), s->loaded.config.vocab_size));
     s->chat_template = std::make_unique<ChatTemplate>(ChatTemplate::from_hf(s->loaded.hf->dir()));
   }
+  s->constraints = std::make_unique<ConstraintCompiler>(*s->tokenizer, s->loaded.config.vocab_size);
   s->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return s;
 }

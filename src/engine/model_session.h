@@ -10,6 +10,7 @@
 #include "backend/backend.h"
 #include "backend/backend_factory.h"
 #include "backend/observing_backend.h"
+#include "engine/constraint/constraint_compiler.h"
 #include "model/model_loader.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -37,6 +38,9 @@ struct ModelSession {
   LoadedModel loaded;
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<ChatTemplate> chat_template;
+  // Structured outputs: constraints compiled against this tokenizer (its
+  // vocabulary is read on the first compile).
+  std::unique_ptr<ConstraintCompiler> constraints;
   double load_seconds = 0;
 
   const ModelConfig& config() const { return loaded.config; }

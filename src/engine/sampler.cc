@@ -71,10 +71,11 @@ std::span<const float> Sampler::biased_and_penalised(std::span<const float> logi
   return work_;
 }
 
-SampledToken Sampler::sample(std::span<const float> logits, const SamplingParams& params,
+SampledToken Sampler::sample(std::span<const float> raw_logits, const SamplingParams& params,
                              const TokenCounts& prompt_tokens, const TokenCounts& output_tokens,
-                             SamplingRng& rng) {
-  if (logits.empty()) fail("cannot sample from an empty row of logits: the model has no tokens");
+                             SamplingRng& rng, std::span<const std::uint32_t> mask) {
+  if (raw_logits.empty()) fail("cannot sample from an empty row of logits: the model has no tokens");
+  const std::span<const float> logits = row_.masked(raw_logits, mask);
   SampledToken out;
   const std::span<const float> processed = biased_and_penalised(logits, params, prompt_tokens, output_tokens);
   out.token = row_.choose(processed, row_params(params), rng);
@@ -82,10 +83,11 @@ SampledToken Sampler::sample(std::span<const float> logits, const SamplingParams
   return out;
 }
 
-void Sampler::processed_probs(std::span<const float> logits, const SamplingParams& params,
+void Sampler::processed_probs(std::span<const float> raw_logits, const SamplingParams& params,
                               const TokenCounts& prompt_tokens, const TokenCounts& output_tokens,
-                              std::span<float> probs) {
-  if (logits.empty()) fail("cannot sample from an empty row of logits: the model has no tokens");
+                              std::span<float> probs, std::span<const std::uint32_t> mask) {
+  if (raw_logits.empty()) fail("cannot sample from an empty row of logits: the model has no tokens");
+  const std::span<const float> logits = row_.masked(raw_logits, mask);
   row_.processed_probs(biased_and_penalised(logits, params, prompt_tokens, output_tokens), row_params(params), probs);
 }
 

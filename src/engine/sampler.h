@@ -40,9 +40,11 @@ class Sampler {
  public:
   // Chooses the next token of one sequence. prompt_tokens feeds only the
   // repetition penalty; output_tokens counts the tokens generated so far.
+  // A token mask (structured outputs; empty: none) applies first, as in
+  // RowSampler: forbidden tokens at -inf, logprobs from the masked logits.
   SampledToken sample(std::span<const float> logits, const SamplingParams& params,
                       const TokenCounts& prompt_tokens, const TokenCounts& output_tokens,
-                      SamplingRng& rng);
+                      SamplingRng& rng, std::span<const std::uint32_t> mask = {});
 
   // The distribution sample() draws from, normalised, written to probs
   // ([vocab_size], zero outside the kept tokens; one-hot for greedy).
@@ -50,7 +52,12 @@ class Sampler {
   // speculative decoding verifies drafts against these rows.
   void processed_probs(std::span<const float> logits, const SamplingParams& params,
                        const TokenCounts& prompt_tokens, const TokenCounts& output_tokens,
-                       std::span<float> probs);
+                       std::span<float> probs, std::span<const std::uint32_t> mask = {});
+
+  // Logits under a token mask (RowSampler::masked): `logits` when it is empty.
+  std::span<const float> masked(std::span<const float> logits, std::span<const std::uint32_t> mask) {
+    return row_.masked(logits, mask);
+  }
 
   // Draws one token from non-negative weights (they need not sum to 1; NaN
   // and negative weights count as 0), walking ids in order with one uniform.

@@ -5,11 +5,13 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "backend/sampling/sampling_batch.h"
+#include "engine/constraint/constraint_compiler.h"
 #include "tokenizer/vocab.h"
 
 namespace folio {
@@ -52,6 +54,10 @@ struct SamplingParams {
   std::vector<TokenId> stop_token_ids;    // stop tokens besides end-of-generation
   bool ignore_eos = false;                // keep going past end-of-generation tokens
   int n = 1;                              // completions for this prompt
+  // Structured output: every token is one the constraint allows, and the
+  // completion stops (finish_reason stop) when the constraint is complete.
+  // Null: unconstrained, and the sampler does no extra work.
+  std::shared_ptr<const CompiledConstraint> constraint;
 
   bool is_greedy() const { return temperature < kGreedyTemperature; }
 

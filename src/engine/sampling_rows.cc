@@ -79,6 +79,24 @@ std::size_t add_sampling_rows(SamplingRequest& request, std::int32_t first_logit
   return first;
 }
 
+void constraint_masks(ConstraintMatcher& matcher, std::span<const TokenId> draft, std::vector<std::uint32_t>& out) {
+  const auto words = static_cast<std::size_t>(matcher.mask_words());
+  const std::size_t first = out.size();
+  out.resize(first + words * (draft.size() + 1));
+  auto row = [&](std::size_t i) { return std::span<std::uint32_t>(out.data() + first + i * words, words); };
+  int accepted = 0;
+  std::size_t i = 0;
+  for (;; ++i) {
+    matcher.fill_next_token_mask(row(i));
+    if (i == draft.size() || !matcher.accept(draft[i])) break;
+    ++accepted;
+    // An end token completed it: the chain ends with that proposal or before.
+    if (matcher.is_terminated()) break;
+  }
+  for (std::size_t j = i + 1; j <= draft.size(); ++j) std::copy(row(i).begin(), row(i).end(), row(j).begin());
+  matcher.rollback(accepted);
+}
+
 SampledChain read_sampled_rows(const SamplingRequest& request, const StepSamples& samples, std::size_t first_row,
                                std::span<const TokenId> draft, const SamplingParams& params) {
   SampledChain chain;

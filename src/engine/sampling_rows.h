@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "engine/constraint/constraint_matcher.h"
 #include "engine/model_runner.h"
 #include "engine/sampler.h"
 #include "engine/token_counts.h"
@@ -28,6 +29,14 @@ std::size_t add_sampling_rows(SamplingRequest& request, std::int32_t first_logit
                               const TokenCounts& prompt_tokens, const TokenCounts& output_tokens,
                               const SamplingRng& rng, std::span<const TokenId> draft,
                               std::vector<LogitAdjustment>& scratch);
+
+// The token masks of a constrained sequence's rows, draft.size() + 1 of
+// them appended to `out` (mask_words words each): row i's is the
+// constraint's state after proposals 0 .. i - 1. From a proposal the
+// constraint refuses (or after one that completes it) on, the rows repeat
+// the last mask (the chain stops there: that mask rejects the proposal, or
+// the completion ends). The matcher ends where it began.
+void constraint_masks(ConstraintMatcher& matcher, std::span<const TokenId> draft, std::vector<std::uint32_t>& out);
 
 struct SampledChain {
   std::vector<SampledToken> emitted;  // accepted proposals, then one token of the target's

@@ -22,6 +22,7 @@ Sequence::Sequence(const Tokenizer& tokenizer, const SamplingParams& params, std
       prompt_counts_(prompt),
       decoder_(tokenizer, /*render_special=*/false) {
   delta_.index = index_;
+  if (params_.constraint) matcher_ = std::make_unique<ConstraintMatcher>(params_.constraint);
 }
 
 bool Sequence::append(const SampledToken& token) {
@@ -30,6 +31,10 @@ bool Sequence::append(const SampledToken& token) {
   output_counts_.add(token.token);
   delta_.token_ids.push_back(token.token);
   if (params_.logprobs) delta_.logprobs.push_back(token);
+  // The sampler chose from the constraint's mask, so the matcher takes the
+  // token; one it refused anyway, or a constraint that has taken its end
+  // token, ends the completion.
+  const bool constraint_done = matcher_ && (!matcher_->accept(token.token) || matcher_->is_terminated());
 
   const Vocab& vocab = tokenizer_.vocab();
   if (!params_.ignore_eos && vocab.is_end_of_generation(token.token)) {
@@ -42,9 +47,17 @@ bool Sequence::append(const SampledToken& token) {
     finish(FinishReason::kStop);
     return true;
   }
+  if (constraint_done && vocab.is_end_of_generation(token.token)) {
+    finish(FinishReason::kStop);
+    return true;
+  }
   held_ += decoder_.push(token.token);
   release_text(/*final=*/false);
   if (finished()) return true;
+  if (constraint_done) {
+    finish(FinishReason::kStop);
+    return true;
+  }
   if (params_.max_tokens && num_output_tokens() >= *params_.max_tokens) {
     finish(FinishReason::kLength);
     return true;

@@ -2,14 +2,17 @@
 // state (params, RNG, token counts) and the output side - sampled tokens in,
 // stop tokens and stop strings checked, text decoded incrementally (never
 // half a UTF-8 character) and held back while it may still become a stop
-// string, deltas out.
+// string, deltas out. A constrained sequence's matcher takes every token it
+// appends, and a complete constraint ends it.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "engine/constraint/constraint_matcher.h"
 #include "engine/request_output.h"
 #include "engine/sampler.h"
 #include "engine/sampling_params.h"
@@ -39,6 +42,8 @@ class Sequence {
   std::span<const TokenId> output() const { return output_; }
 
   const SamplingParams& params() const { return params_; }
+  // The structured output's matcher; null when unconstrained.
+  ConstraintMatcher* matcher() { return matcher_.get(); }
   SamplingRng& rng() { return rng_; }
   const TokenCounts& prompt_counts() const { return prompt_counts_; }
   const TokenCounts& output_counts() const { return output_counts_; }
@@ -61,6 +66,7 @@ class Sequence {
   CompletionDelta delta_;
   std::optional<FinishReason> finish_reason_;
   bool finish_reported_ = false;
+  std::unique_ptr<ConstraintMatcher> matcher_;
 };
 
 }  // namespace folio

@@ -56,6 +56,7 @@ void ApiServer::set_engine(std::shared_ptr<Engine> engine) {
   s->context.chat_template = session.chat_template.get();
   s->context.vocab_size = std::min<std::int64_t>(session.config().vocab_size, session.tokenizer->vocab().size());
   s->context.max_model_len = engine->max_model_len();
+  s->context.constraints = session.constraints.get();
   s->context.served_model_name = options_.served_model_name;
   s->context.max_n = options_.max_n;
   s->context.allow_special_in_messages = options_.allow_special_in_messages;

@@ -7,6 +7,7 @@
 
 #include "server/api_error.h"
 #include "server/chat_prompt.h"
+#include "server/structured_output.h"
 #include "server/utf8_text.h"
 #include "tokenizer/jinja/error.h"
 
@@ -218,6 +219,14 @@ GenerationJob read_common(const Json& body, const ModelContext& model, Endpoint 
   job.params = read_sampling(body, model);
   job.speculative = get_bool(body, "speculative").value_or(true);
   read_stream_flags(body, job);
+  if (auto c = read_constraint(body)) {
+    if (model.constraints == nullptr) bad_request(c->param, "this server does not constrain outputs");
+    try {
+      job.params.constraint = model.constraints->compile(c->spec);
+    } catch (const ConstraintError& e) {
+      bad_request(c->param, e.what());
+    }
+  }
   return job;
 }
 
@@ -343,11 +352,6 @@ GenerationJob parse_chat_request(const Json& body, const ModelContext& model) {
   if (!job.logprobs) job.params.logprobs.reset();
   if (auto tools = body.find("tools"); tools != body.end() && !tools->is_null() && !(tools->is_array() && tools->empty()))
     bad_request("tools", "tools (function calling) are not supported yet; leave them out");
-  if (const Json* format = get_object(body, "response_format")) {
-    auto type = format->find("type");
-    if (type == format->end() || !type->is_string() || type->get<std::string>() != "text")
-      bad_request("response_format", "only response_format {\"type\": \"text\"} is supported");
-  }
   const bool add_generation_prompt = get_bool(body, "add_generation_prompt").value_or(true);
   job.prompts.push_back(tokenize_chat(body, model, add_generation_prompt, /*add_special_tokens=*/false));
   check_prompt_length(job.prompts[0], model, "messages");

@@ -24,6 +24,7 @@ struct ModelContext {
   int max_n = 16;
   int max_choices = 64;                    // prompts x n in one request (at most a client's whole share)
   bool allow_special_in_messages = false;  // chat content may hold special tokens (the old reading)
+  ConstraintCompiler* constraints = nullptr;  // structured outputs (null: refused)
 };
 
 enum class Endpoint { kCompletions, kChatCompletions };

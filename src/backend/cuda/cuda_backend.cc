@@ -435,6 +435,9 @@ void CudaBackend::sample(const Tensor& logits, const SamplingBatch& batch) {
   a.logprobs = batch.num_logprob_rows > 0
                    ? static_cast<LogprobResult*>(on_device(batch.logprobs, "sample logprobs").data)
                    : nullptr;
+  a.num_masks = batch.num_masks;
+  a.mask_words = batch.mask_words;
+  a.masks = batch.num_masks > 0 ? static_cast<const std::uint32_t*>(on_device(batch.masks, "sample masks").data) : nullptr;
   const auto floats = static_cast<std::size_t>(batch.num_rows * cuda::kSampleScratchRows * vocab);
   a.scratch = static_cast<float*>(scratch(floats * sizeof(float)));
   a.status = status_->device();

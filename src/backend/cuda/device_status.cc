@@ -54,6 +54,8 @@ std::string describe(const DeviceStatus& s) {
           "cannot compute logprobs of row {}: its top logit is not finite; the model produced invalid "
           "logits",
           s.a);
+    case kErrSampleMaskRow:
+      return fmt::format("sample: row {} reads token mask {} of {}", s.a, s.b, s.c);
     default:
       return fmt::format("a kernel reported error code {} ({}, {}, {})", s.code, s.a, s.b, s.c);
   }

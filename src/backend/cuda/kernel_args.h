@@ -30,6 +30,7 @@ enum ErrorCode : int {
   kErrSampleNoFinite = 13,     // a: row
   kErrSampleNoMass = 14,       // a: row
   kErrSampleLogprobsTop = 15,  // a: row
+  kErrSampleMaskRow = 16,      // a: row, b: mask row, c: masks
 };
 
 // Written by the first kernel that finds a problem; lives in pinned host

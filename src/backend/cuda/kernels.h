@@ -134,12 +134,15 @@ struct SampleLaunch {
   SampleResult* results = nullptr;
   LogprobResult* logprobs = nullptr;
   std::int64_t num_logprob_rows = 0;
+  const std::uint32_t* masks = nullptr;  // [num_masks, mask_words] token bitsets (structured outputs)
+  std::int64_t num_masks = 0, mask_words = 0;
   float* scratch = nullptr;  // [num_rows, kSampleScratchRows * vocab] floats
   DeviceStatus* status = nullptr;
 };
 // Rows of vocab floats of scratch the sampling op needs per sampled row: the
-// biased and penalised logits, and the distribution.
-inline constexpr std::int64_t kSampleScratchRows = 2;
+// biased and penalised logits, the distribution, and the logits under the
+// row's token mask.
+inline constexpr std::int64_t kSampleScratchRows = 3;
 void launch_sample(const SampleLaunch& a, cudaStream_t stream);
 
 }  // namespace folio::cuda

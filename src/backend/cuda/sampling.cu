@@ -240,9 +240,23 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleLaunch a) {
     if (lead) report(a.status, kErrSampleToken, r, p.draft_token, V);
     return;
   }
+  if (p.mask_row < -1 || p.mask_row >= a.num_masks) {
+    if (lead) report(a.status, kErrSampleMaskRow, r, p.mask_row, a.num_masks);
+    return;
+  }
   const float* raw = a.logits + p.logits_row * V;
   float* work = a.scratch + r * kSampleScratchRows * V;
   float* dense = work + V;
+  if (p.mask_row >= 0) {
+    // RowSampler::masked: a forbidden token's logit is -inf before anything
+    // else, and the row is those logits from then on, logprobs included.
+    float* masked = work + 2 * V;
+    const std::uint32_t* m = a.masks + p.mask_row * a.mask_words;
+    for (std::int64_t i = threadIdx.x; i < V; i += kThreads)
+      masked[i] = ((m[i >> 5] >> (i & 31)) & 1u) != 0 ? raw[i] : -INFINITY;
+    __syncthreads();
+    raw = masked;
+  }
   const float* P = raw;
   if (p.adjust_end > p.adjust_begin) {
     for (std::int64_t i = threadIdx.x; i < V; i += kThreads) work[i] = raw[i];

@@ -145,6 +145,7 @@ void sample_rows(const Tensor& logits, const SamplingBatch& batch, std::int64_t 
   const auto num_adjustments = static_cast<std::int64_t>(batch.adjustments.bytes() / sizeof(LogitAdjustment));
   auto* results = static_cast<SampleResult*>(batch.results.data);
   auto* logprobs = static_cast<LogprobResult*>(batch.logprobs.data);
+  const auto* masks = static_cast<const std::uint32_t*>(batch.masks.data);
   const std::int64_t V = logits.cols();
   for (std::int64_t r = row_begin; r < row_end; ++r) {
     const SamplingRowParams& p = rows[r];
@@ -158,7 +159,13 @@ void sample_rows(const Tensor& logits, const SamplingBatch& batch, std::int64_t 
     const std::span<const float> row(logits.as<const float>() + p.logits_row * V, static_cast<std::size_t>(V));
     const std::span<const LogitAdjustment> adjust(adjustments + p.adjust_begin,
                                                   static_cast<std::size_t>(p.adjust_end - p.adjust_begin));
-    sampler.run(row, p, adjust, results[r], wants_logprobs ? &logprobs[p.logprob_slot] : nullptr);
+    if (p.mask_row < -1 || p.mask_row >= batch.num_masks)
+      fail("sample: row {} reads token mask {} of {}", r, p.mask_row, batch.num_masks);
+    const std::span<const std::uint32_t> mask =
+        p.mask_row < 0 ? std::span<const std::uint32_t>()
+                       : std::span<const std::uint32_t>(masks + p.mask_row * batch.mask_words,
+                                                        static_cast<std::size_t>(batch.mask_words));
+    sampler.run(row, p, adjust, mask, results[r], wants_logprobs ? &logprobs[p.logprob_slot] : nullptr);
   }
 }
 

@@ -68,7 +68,7 @@ std::size_t heap_select(std::span<const float> values, std::size_t k, Candidate*
 void check_top_logit(float max_logit) {
   if (!std::isfinite(max_logit)) {
     fail("cannot sample: the top logit of the row is {} after logit_bias and penalties; the model "
-         "produced invalid logits or logit_bias bans every token",
+         "produced invalid logits, or logit_bias or the output constraint bans every token",
          max_logit);
   }
 }
@@ -77,7 +77,7 @@ TokenId first_argmax(std::span<const float> logits) {
   const float best = sm::max_logit(logits);  // vectorised; then the first index holding it
   if (best == kNegInf) {
     fail("cannot sample: every logit of the row is -inf or NaN after logit_bias and penalties; "
-         "the model produced invalid logits or logit_bias bans every token");
+         "the model produced invalid logits, or logit_bias or the output constraint bans every token");
   }
   for (std::size_t i = 0; i < logits.size(); ++i) {
     if (logits[i] == best) return static_cast<TokenId>(i);
@@ -241,9 +241,23 @@ TokenId RowSampler::argmax(std::span<const float> logits) {
   return first_argmax(logits);
 }
 
-void RowSampler::run(std::span<const float> logits, const SamplingRowParams& params,
-                     std::span<const LogitAdjustment> adjustments, SampleResult& result, LogprobResult* logprobs) {
-  check_row(logits);
+std::span<const float> RowSampler::masked(std::span<const float> logits, std::span<const std::uint32_t> mask) {
+  if (mask.empty()) return logits;
+  if (mask.size() * 32 < logits.size()) {
+    fail("a token mask of {} words covers {} tokens but the row has {} logits; size it to the vocabulary",
+         mask.size(), mask.size() * 32, logits.size());
+  }
+  masked_.resize(logits.size());
+  for (std::size_t i = 0; i < logits.size(); ++i)
+    masked_[i] = mask_allows(mask.data(), static_cast<std::int64_t>(i)) ? logits[i] : kNegInf;
+  return masked_;
+}
+
+void RowSampler::run(std::span<const float> raw_logits, const SamplingRowParams& params,
+                     std::span<const LogitAdjustment> adjustments, std::span<const std::uint32_t> mask,
+                     SampleResult& result, LogprobResult* logprobs) {
+  check_row(raw_logits);
+  const std::span<const float> logits = masked(raw_logits, mask);
   SamplingRng rng = SamplingRng::from_state(params.rng_state);
   const std::span<const float> processed = adjusted(logits, params, adjustments);
   const TokenId draft = params.draft_token;

@@ -5,6 +5,9 @@
 // only scratch reused across calls, so keep one per thread.
 //
 // How it treats its inputs:
+// - A token mask (structured outputs), when the row has one, comes first:
+//   every token whose bit is clear gets logit -inf, and the row is those
+//   logits from then on, its logprobs included.
 // - Logits are one row, [vocab_size]. NaN counts as -inf (never chosen); a row
 //   with no finite logit left after bias and penalties is an error.
 // - Greedy (temperature < kGreedyTemperature) is the argmax of the biased and
@@ -42,8 +45,15 @@ class RowSampler {
   // The whole op for one row (SamplingRowParams says what it does): bias and
   // penalties from `adjustments`, the choice (or the verification of a
   // draft), and, when the row asks, the logprobs of its token.
+  // mask: [ceil(vocab / 32)] words or more, empty for none.
   void run(std::span<const float> logits, const SamplingRowParams& params,
-           std::span<const LogitAdjustment> adjustments, SampleResult& result, LogprobResult* logprobs);
+           std::span<const LogitAdjustment> adjustments, std::span<const std::uint32_t> mask, SampleResult& result,
+           LogprobResult* logprobs);
+
+  // Logits with the tokens `mask` forbids at -inf: `logits` itself when mask
+  // is empty, else a copy in scratch (valid until the next call of masked()).
+  // Throws when the mask has too few words for the row.
+  std::span<const float> masked(std::span<const float> logits, std::span<const std::uint32_t> mask);
 
   // Logits after the row's adjustments: `logits` itself when there are none,
   // else a copy in scratch (valid until the next call).
@@ -101,6 +111,7 @@ class RowSampler {
   // Sorts kept_ by id and turns its weights into probabilities.
   void normalise_kept();
 
+  std::vector<float> masked_;          // [vocab_size] logits under a token mask
   std::vector<float> work_;            // [vocab_size] biased and penalised logits
   std::vector<float> probs_;           // [vocab_size] the distribution choose() draws from
   std::vector<float> verify_;          // [vocab_size] a draft row's distribution

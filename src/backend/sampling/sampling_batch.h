@@ -2,8 +2,9 @@
 // plain fixed-layout records a device can read as they are: one
 // SamplingRowParams per row to sample, the LogitAdjustments (logit bias and
 // penalties) of the rows that have any, and per row one SampleResult back
-// (8 bytes) plus a LogprobResult for the rows that ask for logprobs. Only
-// those results cross from the device to the host in a step.
+// (8 bytes) plus a LogprobResult for the rows that ask for logprobs, and
+// the token masks of constrained rows (structured outputs). Only those
+// results cross from the device to the host in a step.
 #pragma once
 
 #include <cstdint>
@@ -44,7 +45,11 @@ struct SamplingRowParams {
   std::int32_t logprob_slot = -1;  // where its LogprobResult goes (rows that ask count 0, 1, ...)
   std::int32_t adjust_begin = 0;   // its LogitAdjustments: [adjust_begin, adjust_end)
   std::int32_t adjust_end = 0;
-  std::int32_t reserved = 0;
+  // The row's token mask in SamplingBatch::masks; -1: none. A token whose bit
+  // is clear gets logit -inf before anything else, so it is never chosen and
+  // its logprob is -inf (vLLM applies the grammar bitmask to the logits before
+  // its sampler, so its logprobs, too, are those of the masked distribution).
+  std::int32_t mask_row = -1;
 
   bool is_greedy() const { return temperature < kGreedyTemperature; }
 };
@@ -92,14 +97,24 @@ static_assert(std::is_trivially_copyable_v<LogprobResult> && sizeof(LogprobResul
 // rows [num_rows, sizeof(SamplingRowParams)], adjustments
 // [num_adjustments, sizeof(LogitAdjustment)] (may be empty), results
 // [num_rows, sizeof(SampleResult)], logprobs [num_logprob_rows,
-// sizeof(LogprobResult)] (may be empty).
+// sizeof(LogprobResult)] (may be empty), masks [num_masks, mask_words]
+// uint32 words (empty when no row is constrained): bit t % 32 of word t / 32
+// set when token t is allowed; mask_words >= ceil(vocab / 32).
 struct SamplingBatch {
   std::int64_t num_rows = 0;
   std::int64_t num_logprob_rows = 0;
+  std::int64_t num_masks = 0;
+  std::int64_t mask_words = 0;
   Tensor rows;
   Tensor adjustments;
   Tensor results;
   Tensor logprobs;
+  Tensor masks;
 };
+
+// Whether token t is allowed by a mask row.
+inline bool mask_allows(const std::uint32_t* mask, std::int64_t token) {
+  return ((mask[token >> 5] >> (token & 31)) & 1u) != 0;
+}
 
 }  // namespace folio

@@ -214,6 +214,7 @@ void SealedBackend::sample(const Tensor& logits, const SamplingBatch& batch) {
   b.adjustments = open(batch.adjustments, "logit adjustments");
   b.results = open(batch.results, "sampling results");
   b.logprobs = open(batch.logprobs, "logprob results");
+  b.masks = open(batch.masks, "token masks");
   inner_->sample(open(logits, "logits"), b);
 }
 

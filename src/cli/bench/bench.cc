@@ -30,6 +30,7 @@
 
 #include "cli/bench/bandwidth.h"
 #include "cli/bench/offline.h"
+#include "core/read_file.h"
 #include "cli/bench/peer.h"
 #include "cli/bench/progress.h"
 #include "cli/bench/report.h"
@@ -67,6 +68,7 @@ struct BenchOptions {
   bool json = false;
   bool no_progress = false;
   std::string save_timings;
+  std::string json_schema;  // a file: every request's output follows this JSON schema
   std::string suite;
   std::string bandwidth_size = "512MiB";
   int bandwidth_passes = 10;
@@ -356,10 +358,16 @@ void bench(BenchOptions o) {
            maker.max_token_id());
   }
 
+  std::shared_ptr<const CompiledConstraint> constraint;
+  if (!o.json_schema.empty()) {
+    if (server_mode) fail("--json-schema runs in process only; leave out --url");
+    if (o.compare_speculation || peer) fail("--json-schema cannot be combined with --peer or --compare-speculation");
+    constraint = session->constraints->compile({ConstraintSpec::Kind::kJsonSchema, read_file(o.json_schema), {}});
+  }
   auto run_folio = [&](const BenchWorkload& w, const std::string& label) {
     BenchProgress bar(label, static_cast<int>(w.requests.size()), w.output_tokens(), progress);
     return server_mode ? run_server(o.server, w, o.max_concurrency, bar)
-                       : run_offline(*engine, w, o.max_concurrency, bar);
+                       : run_offline(*engine, w, o.max_concurrency, bar, constraint);
   };
   auto run_peer = [&](const BenchWorkload& w, const std::string& label) {
     if (progress) std::fprintf(stderr, "%s: running %zu requests\n", label.c_str(), w.requests.size());
@@ -461,6 +469,13 @@ void bench(BenchOptions o) {
   if (engine) std::printf("%s", format_engine(engine_figures).c_str());
   if (engine_figures.proposed > 0 || (engine && !o.engine.speculative.method.empty()))
     std::printf("%s", format_speculation(engine_figures).c_str());
+  if (constraint) {
+    const EngineStats st = engine->stats();
+    std::printf("json schema %s: %lld token masks on the host, %.1f us each (%.3f s in all)\n", o.json_schema.c_str(),
+                static_cast<long long>(st.constraint_masks),
+                st.constraint_masks > 0 ? 1e6 * st.constraint_mask_seconds / static_cast<double>(st.constraint_masks) : 0.0,
+                st.constraint_mask_seconds);
+  }
   if (peer || o.compare_speculation) {
     std::printf("%s", format_summary(comparison.peer_name + what, median_summary(comparison.peer)).c_str());
     std::printf("%s", format_comparison(comparison).c_str());
@@ -505,6 +520,9 @@ void add_bench(CLI::App& app) {
   cmd->add_flag("--json", o->json, "Print the results as JSON on stdout");
   cmd->add_flag("--no-progress", o->no_progress, "No progress bar on stderr");
   cmd->add_option("--save-timings", o->save_timings, "Write every request's timings, every run, to this JSON file");
+  cmd->add_option("--json-schema", o->json_schema,
+                  "Constrain every output to this JSON schema file (in process; a schema that ends before "
+                  "--output-len tokens ends the request early)");
   cmd->add_option("--suite", o->suite,
                   "Run a suite instead of a workload: bandwidth (streaming-read GB/s on --threads threads); the "
                   "CPU comparison with llama.cpp is bench/cpu_vs_llamacpp.py")

@@ -4,7 +4,8 @@
 
 namespace folio::cli {
 
-RunTimings run_offline(Engine& engine, const BenchWorkload& workload, int max_concurrency, BenchProgress& progress) {
+RunTimings run_offline(Engine& engine, const BenchWorkload& workload, int max_concurrency, BenchProgress& progress,
+                       std::shared_ptr<const CompiledConstraint> constraint) {
   return dispatch_requests(workload, max_concurrency,
                            [&](const BenchRequest& request, BenchClock::time_point start, RequestTiming& timing) {
     EngineRequest r;
@@ -13,6 +14,7 @@ RunTimings run_offline(Engine& engine, const BenchWorkload& workload, int max_co
     r.params.max_tokens = request.output_len;
     r.params.ignore_eos = request.ignore_eos;
     r.speculative = request.speculative;
+    r.params.constraint = constraint;
     std::shared_ptr<RequestStream> stream = engine.submit(std::move(r));
     for (;;) {
       std::optional<RequestOutput> out = stream->next();
@@ -33,7 +35,7 @@ RunTimings run_offline(Engine& engine, const BenchWorkload& workload, int max_co
       if (!out->error.empty()) timing.error = out->error;
       if (out->finished) break;
     }
-    if (timing.error.empty() && request.ignore_eos && timing.output_tokens != request.output_len)
+    if (timing.error.empty() && request.ignore_eos && !constraint && timing.output_tokens != request.output_len)
       timing.error = "the engine returned " + std::to_string(timing.output_tokens) + " tokens instead of " +
                      std::to_string(request.output_len);
     progress.request_done();

@@ -12,6 +12,8 @@
 
 namespace folio::cli {
 
-RunTimings run_offline(Engine& engine, const BenchWorkload& workload, int max_concurrency, BenchProgress& progress);
+// constraint: every request's output follows it (null: none).
+RunTimings run_offline(Engine& engine, const BenchWorkload& workload, int max_concurrency, BenchProgress& progress,
+                       std::shared_ptr<const CompiledConstraint> constraint = nullptr);
 
 }  // namespace folio::cli

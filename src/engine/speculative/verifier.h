@@ -21,10 +21,13 @@ struct VerifyResult {
 
 // logits: [draft.size() + 1, vocab_size] rows, row i scoring the position
 // after the i-th fed token. output_counts is extended with the tokens as
-// they are accepted and restored before returning.
+// they are accepted and restored before returning. masks: empty, or
+// [draft.size() + 1, mask_words] token masks, row i's for logits row i (a
+// structured output: the constraint's state after the first i proposals).
 VerifyResult verify_draft(Sampler& sampler, std::span<const float> logits, std::int64_t vocab_size,
                           std::span<const TokenId> draft, const SamplingParams& params,
                           const TokenCounts& prompt_counts, TokenCounts& output_counts, SamplingRng& rng,
-                          std::vector<float>& scratch);
+                          std::vector<float>& scratch, std::span<const std::uint32_t> masks = {},
+                          std::size_t mask_words = 0);
 
 }  // namespace folio

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -63,7 +64,8 @@ struct Sampled {
 };
 
 Sampled run(Backend& be, const std::vector<float>& logits, std::int64_t vocab, std::vector<SamplingRowParams> rows,
-            const std::vector<LogitAdjustment>& adjustments) {
+            const std::vector<LogitAdjustment>& adjustments, const std::vector<std::uint32_t>& masks = {},
+            std::int64_t mask_words = 0) {
   std::int64_t slots = 0;
   for (SamplingRowParams& r : rows) r.logprob_slot = r.num_logprobs >= 0 ? static_cast<std::int32_t>(slots++) : -1;
   const auto R = static_cast<std::int64_t>(rows.size()), A = static_cast<std::int64_t>(adjustments.size());
@@ -73,10 +75,16 @@ Sampled run(Backend& be, const std::vector<float>& logits, std::int64_t vocab, s
   DeviceTensor adj_d(be, DType::I8, {A, static_cast<std::int64_t>(sizeof(LogitAdjustment))});
   DeviceTensor res_d(be, DType::I8, {R, static_cast<std::int64_t>(sizeof(SampleResult))});
   DeviceTensor lp_d(be, DType::I8, {slots, static_cast<std::int64_t>(sizeof(LogprobResult))});
+  const std::int64_t M = mask_words > 0 ? static_cast<std::int64_t>(masks.size()) / mask_words : 0;
+  DeviceTensor masks_d(be, DType::I32, {M * mask_words});
   logits_d.upload_values(logits);
   rows_d.upload_values(rows);
   adj_d.upload_values(adjustments);
+  masks_d.upload_values(masks);
   SamplingBatch b;
+  b.num_masks = M;
+  b.mask_words = M > 0 ? mask_words : 0;
+  b.masks = *masks_d;
   b.num_rows = R;
   b.num_logprob_rows = slots;
   b.rows = *rows_d;
@@ -91,9 +99,10 @@ Sampled run(Backend& be, const std::vector<float>& logits, std::int64_t vocab, s
 
 // The reference over host copies of the same records.
 Sampled reference(const std::vector<float>& logits, std::int64_t vocab, std::vector<SamplingRowParams> rows,
-                  std::vector<LogitAdjustment> adjustments) {
+                  std::vector<LogitAdjustment> adjustments, const std::vector<std::uint32_t>& masks = {},
+                  std::int64_t mask_words = 0) {
   ReferenceBackend ref;
-  return run(ref, logits, vocab, std::move(rows), adjustments);
+  return run(ref, logits, vocab, std::move(rows), adjustments, masks, mask_words);
 }
 
 std::string differences(const Sampled& got, const Sampled& want, const std::vector<SamplingRowParams>& rows) {
@@ -139,6 +148,54 @@ TEST_P(SamplingOps, EveryKindOfRowGivesTheReferencesBits) {
   }
 }
 
+// Token masks (structured outputs): rows with a mask of every density, down
+// to one allowed token, give the reference's bits; no row ever returns a
+// token its mask forbids, and their logprobs are those of the masked row.
+TEST_P(SamplingOps, MaskedRowsGiveTheReferencesBitsAndNeverAForbiddenToken) {
+  std::mt19937 rng(33);
+  for (std::int64_t vocab : {1, 33, 1000, 49152}) {
+    const std::int64_t L = 6, R = 36, words = (vocab + 31) / 32;
+    std::vector<float> logits = random_floats(static_cast<std::size_t>(L * vocab), rng, 3.0f);
+    std::vector<SamplingRowParams> rows;
+    std::vector<LogitAdjustment> adjustments;
+    std::vector<std::uint32_t> masks;
+    for (std::int64_t r = 0; r < R; ++r) {
+      rows.push_back(random_row(rng, static_cast<std::int32_t>(r % L), vocab, adjustments));
+      if (r % 4 == 3) continue;  // unconstrained rows beside constrained ones
+      rows.back().mask_row = static_cast<std::int32_t>(masks.size() / static_cast<std::size_t>(words));
+      const std::size_t at = masks.size();
+      masks.resize(at + static_cast<std::size_t>(words), 0u);
+      const double density = r % 5 == 0 ? 0.0 : std::uniform_real_distribution<double>(0.001, 0.9)(rng);
+      for (std::int64_t t = 0; t < vocab; ++t)
+        if (std::uniform_real_distribution<double>(0.0, 1.0)(rng) < density) masks[at + t / 32] |= 1u << (t % 32);
+      // At least one allowed token whose logit no adjustment bans.
+      const auto keep = static_cast<std::int64_t>(rng() % vocab);
+      masks[at + keep / 32] |= 1u << (keep % 32);
+      for (std::int32_t a = rows.back().adjust_begin; a < rows.back().adjust_end; ++a)
+        if (adjustments[a].token == keep) adjustments[a].bias = std::max(adjustments[a].bias, 0.0f);
+      if (r % 7 == 0) masks[at + static_cast<std::size_t>(words) - 1] |= ~0u << (vocab % 32 == 0 ? 31 : vocab % 32);  // bits past the vocabulary
+    }
+    const Sampled want = reference(logits, vocab, rows, adjustments, masks, words);
+    const Sampled got = run(be(), logits, vocab, rows, adjustments, masks, words);
+    EXPECT_EQ(differences(got, want, rows), "") << "vocabulary " << vocab;
+    for (std::size_t r = 0; r < rows.size(); ++r) {
+      if (rows[r].mask_row < 0) continue;
+      const std::uint32_t* mask = masks.data() + rows[r].mask_row * words;
+      const TokenId t = got.results[r].token;
+      ASSERT_TRUE(t >= 0 && t < vocab) << "row " << r;
+      EXPECT_TRUE(mask_allows(mask, t)) << "row " << r << " drew forbidden token " << t;
+      if (rows[r].num_logprobs < 0) continue;
+      const LogprobResult& lp = got.logprobs[static_cast<std::size_t>(rows[r].logprob_slot)];
+      EXPECT_TRUE(std::isfinite(lp.logprob)) << "row " << r;
+      for (int j = 0; j < lp.num_top; ++j) {
+        if (std::isfinite(lp.top[j].logprob)) {
+          EXPECT_TRUE(mask_allows(mask, lp.top[j].token)) << "row " << r;
+        }
+      }
+    }
+  }
+}
+
 TEST_P(SamplingOps, BadRecordsAreRefused) {
   const std::vector<float> logits(8, 0.0f);
   SamplingRowParams p;
@@ -153,6 +210,11 @@ TEST_P(SamplingOps, BadRecordsAreRefused) {
   a.has_bias = 1;
   p.adjust_end = 1;
   EXPECT_THROW(run(be(), logits, 8, {p}, {a}), Error);
+  p.adjust_end = 0;
+  p.mask_row = 1;  // of one mask
+  EXPECT_THROW(run(be(), logits, 8, {p}, {}, {0xffu}, 1), Error);
+  p.mask_row = 0;  // a mask that forbids every token
+  EXPECT_THROW(run(be(), logits, 8, {p}, {}, {0u}, 1), Error);
 }
 
 FOLIO_OP_SUITE(SamplingOps);
