@@ -24,8 +24,8 @@
 # ninja, a compiler and Python, but no Debian -dev packages, no GoogleTest and
 # no network; a binary built here may not run there. So it builds from the
 # working tree plus a dependency kit made here by scripts/gpu_kit.sh
-# (.gpu-kit/, ~6 MB, git-ignored, carried with the call): header-only {fmt}
-# and nlohmann-json, PCRE2's static library, and GoogleTest's sources. The
+# (.gpu-kit/, ~9 MB, git-ignored, carried with the call): header-only {fmt}
+# and nlohmann-json, PCRE2's static library, GoogleTest's and xgrammar's sources. The
 # server and the folio binary are not built (Boost's headers would outweigh
 # the rest of the call), so the speed figure comes from
 # tests/tools/folio_decode_speed, which drives the same engine. Only sm_90a
@@ -110,7 +110,12 @@ if [ ! -f .gpu-kit/include/fmt/core.h ]; then
   cat "$SUMMARY"
   exit 1
 fi
-step configure 120 "$ENV_LOG" cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFOLIO_DEPS_KIT="$PWD/.gpu-kit" \
+# xgrammar from the kit's pinned archive (no network there), into the build dir
+# where CMake looks for it.
+step xgrammar 240 "$ENV_LOG" env FOLIO_DEPS_CACHE="$PWD/.gpu-kit/deps" FOLIO_BUILD_DIR="$(realpath -m "$BUILD")" JOBS="$JOBS" \
+  scripts/build_xgrammar.sh
+rc=$?
+((rc == 0)) && step configure 120 "$ENV_LOG" cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFOLIO_DEPS_KIT="$PWD/.gpu-kit" \
   -DFOLIO_CUDA=ON "-DFOLIO_CUDA_GENCODE=$GENCODE" -DFOLIO_WERROR=OFF -DFOLIO_BUILD_BENCH=OFF
 rc=$?
 b0=$(date +%s)
