@@ -263,7 +263,7 @@ TEST(CudaMath, TheSamplingKernelsDefinitionGivesRowSamplersTokens) {
       p.rng_state = (static_cast<std::uint64_t>(rng()) << 32) | rng();
       if (rng() % 3 == 0) p.draft_token = static_cast<std::int32_t>(rng() % vocab);
       SampleResult want;
-      sampler.run(logits, p, {}, want, nullptr);
+      sampler.run(logits, p, {}, {}, want, nullptr);
       const SampleResult got = kernel_definition(logits, p);
       ASSERT_EQ(got.token, want.token) << "vocab " << vocab << " row " << r << " kind " << kind;
       ASSERT_EQ(got.accepted, want.accepted) << "vocab " << vocab << " row " << r;
