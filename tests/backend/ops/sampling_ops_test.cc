@@ -178,14 +178,18 @@ TEST_P(SamplingOps, MaskedRowsGiveTheReferencesBitsAndNeverAForbiddenToken) {
     const Sampled want = reference(logits, vocab, rows, adjustments, masks, words);
     const Sampled got = run(be(), logits, vocab, rows, adjustments, masks, words);
     EXPECT_EQ(differences(got, want, rows), "") << "vocabulary " << vocab;
+    // run() numbers the logprob slots in row order, over the rows that ask.
+    std::size_t slot = 0;
     for (std::size_t r = 0; r < rows.size(); ++r) {
+      const std::size_t lp_slot = rows[r].num_logprobs >= 0 ? slot++ : 0;
       if (rows[r].mask_row < 0) continue;
       const std::uint32_t* mask = masks.data() + rows[r].mask_row * words;
       const TokenId t = got.results[r].token;
       ASSERT_TRUE(t >= 0 && t < vocab) << "row " << r;
       EXPECT_TRUE(mask_allows(mask, t)) << "row " << r << " drew forbidden token " << t;
       if (rows[r].num_logprobs < 0) continue;
-      const LogprobResult& lp = got.logprobs[static_cast<std::size_t>(rows[r].logprob_slot)];
+      ASSERT_LT(lp_slot, got.logprobs.size()) << "row " << r;
+      const LogprobResult& lp = got.logprobs[lp_slot];
       EXPECT_TRUE(std::isfinite(lp.logprob)) << "row " << r;
       for (int j = 0; j < lp.num_top; ++j) {
         if (std::isfinite(lp.top[j].logprob)) {
