@@ -307,12 +307,7 @@ bool RowSampler::build_distribution(std::span<const float> logits, const Samplin
       count = top_p_count_sorted(candidates_.data(), k, static_cast<double>(params.top_p) * total)
                   .count;
     }
-    kept_.clear();
-    for (std::size_t j = 0; j < count; ++j) {
-      const Candidate& c = candidates_[j];
-      if (c.weight > 0.0f && c.weight >= params.min_p) kept_.push_back({c.id, c.weight});
-    }
-    normalise_kept();
+    keep_candidates(count, params.min_p);
     return false;
   }
 
@@ -328,12 +323,7 @@ bool RowSampler::build_distribution(std::span<const float> logits, const Samplin
                                   : select_top_p(logits, dense, max_logit, params);
   // candidates_[0, count) are what top-k and top-p keep; min-p filters last.
   if (count <= kMaxSparse) {
-    kept_.clear();
-    for (std::size_t j = 0; j < count; ++j) {
-      const Candidate& c = candidates_[j];
-      if (c.weight > 0.0f && c.weight >= params.min_p) kept_.push_back({c.id, c.weight});
-    }
-    normalise_kept();
+    keep_candidates(count, params.min_p);
     return false;
   }
   const Candidate last = candidates_[count - 1];
@@ -385,6 +375,15 @@ std::size_t RowSampler::select_top_p(std::span<const float> logits, std::span<co
   }
   gather(logits, weights, kNegInf, candidates_);
   return top_p_count_unsorted(candidates_.data(), candidates_.size(), target).count;
+}
+
+void RowSampler::keep_candidates(std::size_t count, float min_p) {
+  kept_.clear();
+  for (std::size_t j = 0; j < count; ++j) {
+    const Candidate& c = candidates_[j];
+    if (c.weight > 0.0f && c.weight >= min_p) kept_.push_back({c.id, c.weight});
+  }
+  normalise_kept();
 }
 
 void RowSampler::normalise_kept() {

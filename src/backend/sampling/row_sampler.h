@@ -108,6 +108,9 @@ class RowSampler {
                            const SamplingRowParams& params);
   std::size_t select_top_p(std::span<const float> logits, std::span<const float> weights, float max_logit,
                            const SamplingRowParams& params);
+  // kept_ = candidates_[0, count) with a positive weight at or above min_p,
+  // then normalised.
+  void keep_candidates(std::size_t count, float min_p);
   // Sorts kept_ by id and turns its weights into probabilities.
   void normalise_kept();
 
