@@ -90,8 +90,16 @@ void HttpConnection::read() {
   reading_ = true;
   // Small reads while waiting, so that an idle connection holds little memory.
   const std::size_t chunk = phase_ == Phase::kBody ? kReadChunkBytes : kIdleReadBytes;
-  socket_.async_read_some(buffer_.prepare(std::min(room, chunk)),
+  if (chunk < read_chunk_.capacity()) std::vector<char>().swap(read_chunk_);
+  read_chunk_.resize(std::min(room, chunk));
+  socket_.async_read_some(asio::buffer(read_chunk_),
                           [self = shared_from_this()](const error_code& ec, std::size_t n) { self->on_read(ec, n); });
+}
+
+void HttpConnection::keep_read(std::size_t n) {
+  // n fits: buffer_ only shrank since read() measured its room.
+  asio::buffer_copy(buffer_.prepare(n), asio::buffer(read_chunk_.data(), n));
+  buffer_.commit(n);
 }
 
 void HttpConnection::on_read(const error_code& ec, std::size_t n) {
@@ -108,7 +116,7 @@ void HttpConnection::on_read(const error_code& ec, std::size_t n) {
   }
   switch (phase_) {
     case Phase::kWaiting:
-      buffer_.commit(n);
+      keep_read(n);
       host_.idle(*this, false);
       phase_ = Phase::kHeader;
       request_start_ = Clock::now();
@@ -117,11 +125,11 @@ void HttpConnection::on_read(const error_code& ec, std::size_t n) {
       break;
     case Phase::kHeader:
     case Phase::kBody:
-      buffer_.commit(n);
+      keep_read(n);
       parse();
       break;
     case Phase::kHandling:
-      buffer_.commit(n);  // the next request, pipelined: it waits
+      keep_read(n);  // the next request, pipelined: it waits
       read();
       break;
     case Phase::kClosing:

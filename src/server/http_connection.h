@@ -91,6 +91,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
 
   void begin_request();
   void read();
+  void keep_read(std::size_t n);  // moves what a read got into buffer_
   void on_read(const boost::system::error_code& ec, std::size_t n);
   void parse();
   void on_header();
@@ -118,6 +119,10 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   ConnectionHost& host_;
   const HttpServerOptions& options_;
   boost::beast::flat_buffer buffer_;  // bounded: a header line must fit
+  // What a read in flight fills. Never buffer_'s own storage: parse() consumes
+  // from buffer_ while a read is in flight, and a consume that empties it moves
+  // where its next bytes go, so a read into it would commit stale bytes.
+  std::vector<char> read_chunk_;
   std::optional<RequestParser> parser_;
   boost::asio::steady_timer deadline_;
   std::uint64_t deadline_generation_ = 0;  // a timer that fires after a newer one was set does nothing

@@ -439,6 +439,31 @@ def test_careless_but_legal_clients_are_served(server):
     assert statuses(raw) == [200] and body_of(raw)["count"] >= 1, raw
 
 
+def test_a_request_whose_body_follows_its_header_later_is_read_whole(server):
+    # The next request's header arrives while this one is being answered,
+    # its body only after the answer (what a keep-alive client that writes
+    # the header and the body apart can do). The body must be the bytes that
+    # came, not the buffer's earlier contents.
+    first = post("/tokenize", {"prompt": "Hi"}).replace(b"Connection: close\r\n", b"")
+    second = post("/tokenize", {"prompt": "Hello there, again"})
+    split = second.index(b"\r\n\r\n") + 4
+    s = connect(server)
+    try:
+        s.sendall(first + second[:split])
+        got = b""
+        while statuses(got) != [200]:
+            d = s.recv(65536)
+            assert d, got
+            got += d
+        time.sleep(0.2)  # the header was parsed; the body comes on its own
+        s.sendall(second[split:])
+        raw = got + read_until_close(s)
+    finally:
+        s.close()
+    assert statuses(raw) == [200, 200], raw
+    assert responses(raw)[1][2] == exchange(server, second).split(b"\r\n\r\n", 1)[1], raw
+
+
 # --- requests that would take more than their share -----------------------------
 
 
