@@ -57,6 +57,7 @@ void ApiServer::set_engine(std::shared_ptr<Engine> engine) {
   s->context.vocab_size = std::min<std::int64_t>(session.config().vocab_size, session.tokenizer->vocab().size());
   s->context.max_model_len = engine->max_model_len();
   s->context.constraints = session.constraints.get();
+  s->context.tool_format = tool_format_of(session.chat_template->source());
   s->context.served_model_name = options_.served_model_name;
   s->context.max_n = options_.max_n;
   s->context.allow_special_in_messages = options_.allow_special_in_messages;
@@ -248,7 +249,8 @@ void ApiServer::tokenize(const HttpRequest& req, HttpExchange& ex) {
   const bool return_strs = get_bool(body, "return_token_strs").value_or(false);
   std::vector<TokenId> ids;
   if (body.contains("messages") && !body["messages"].is_null()) {
-    ids = tokenize_chat(body, s->context, get_bool(body, "add_generation_prompt").value_or(true),
+    ids = tokenize_chat(body, ordered_fields(req.body, body), s->context,
+                        get_bool(body, "add_generation_prompt").value_or(true),
                         get_bool(body, "add_special_tokens").value_or(false));
   } else {
     auto prompt = get_string(body, "prompt");
@@ -310,8 +312,9 @@ void ApiServer::generate(const HttpRequest& req, HttpExchange& ex, Endpoint endp
   GenerationJob job;
   {
     const Json body = parse_json_object(req.body);
-    job = endpoint == Endpoint::kChatCompletions ? parse_chat_request(body, s->context)
-                                                 : parse_completion_request(body, s->context);
+    const ResponseJson ordered = ordered_fields(req.body, body);
+    job = endpoint == Endpoint::kChatCompletions ? parse_chat_request(body, ordered, s->context)
+                                                 : parse_completion_request(body, ordered, s->context);
   }
   ex.release_body();  // the JSON tree is gone; the job holds token ids
   const int choices = job.num_choices();

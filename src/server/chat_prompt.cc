@@ -47,8 +47,13 @@ std::string wrap(const std::string& content, const Markers& m) {
 
 nlohmann::ordered_json messages_json(const std::vector<ChatMessage>& messages, const Markers* markers) {
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
-  for (const ChatMessage& m : messages)
-    out.push_back({{"role", m.role}, {"content", markers ? wrap(m.content, *markers) : m.content}});
+  for (const ChatMessage& m : messages) {
+    nlohmann::ordered_json message = {{"role", m.role}};
+    message["content"] = m.content_null ? nlohmann::ordered_json(nullptr)
+                                        : nlohmann::ordered_json(markers ? wrap(m.content, *markers) : m.content);
+    for (const auto& [key, value] : m.fields.items()) message[key] = value;
+    out.push_back(std::move(message));
+  }
   return out;
 }
 

@@ -24,6 +24,11 @@ namespace folio::server {
 struct ChatMessage {
   std::string role;
   std::string content;
+  bool content_null = false;  // the client sent null (an assistant message that only calls tools)
+  // More fields for the template, after role and content: an assistant's
+  // tool_calls (arguments as objects, as HF templates print them), a tool
+  // message's tool_call_id and name.
+  nlohmann::ordered_json fields = nlohmann::ordered_json::object();
 };
 
 // allow_special: the old reading (--allow-special-in-messages), where the

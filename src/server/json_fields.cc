@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <limits>
+#include <unordered_set>
+#include <vector>
 
 #include "server/api_error.h"
 
@@ -59,7 +61,133 @@ Shape shape_of(std::string_view text) {
   return s;
 }
 
+// Builds ordered JSON from nlohmann's SAX events in linear time: an
+// ordered_json object checks every key it inserts against all the others,
+// which a hostile object of many keys would make quadratic. Keys are checked
+// against a set per open object instead, and a duplicate stops the parse.
+// With `wanted`, only the values of those top-level keys are built.
+class OrderedBuilder : public nlohmann::json_sax<Json> {
+ public:
+  explicit OrderedBuilder(const std::vector<std::string_view>* wanted) : wanted_(wanted) {
+    if (wanted_ != nullptr) result_ = ResponseJson::object();
+  }
+
+  bool null() override { return value(nullptr); }
+  bool boolean(bool v) override { return value(v); }
+  bool number_integer(number_integer_t v) override { return value(v); }
+  bool number_unsigned(number_unsigned_t v) override { return value(v); }
+  bool number_float(number_float_t v, const string_t&) override { return value(v); }
+  bool string(string_t& v) override { return value(std::move(v)); }
+  bool binary(binary_t&) override { return false; }
+  bool start_object(std::size_t) override { return open(ResponseJson::object()); }
+  bool start_array(std::size_t) override { return open(ResponseJson::array()); }
+  bool end_object() override { return close(); }
+  bool end_array() override { return close(); }
+  bool key(string_t& k) override {
+    if (stack_.empty()) {  // filtered: a key of the root, or inside a value not wanted
+      if (depth_ == 1) {
+        capturing_ = std::find(wanted_->begin(), wanted_->end(), k) != wanted_->end();
+        key_ = std::move(k);
+      }
+      return true;
+    }
+    if (!stack_.back().keys.insert(k).second) {
+      duplicate_ = true;
+      return false;
+    }
+    key_ = std::move(k);
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+
+  bool duplicate() const { return duplicate_; }
+  ResponseJson& result() { return result_; }
+
+ private:
+  struct Open {
+    ResponseJson value;
+    std::unordered_set<std::string> keys;
+    std::string key;  // what it sits under in its parent object
+  };
+
+  // A finished value: into the value being built, or the result.
+  void place(ResponseJson v, std::string key) {
+    if (!stack_.empty()) {
+      ResponseJson& parent = stack_.back().value;
+      if (parent.is_array()) {
+        parent.push_back(std::move(v));
+      } else {
+        // The key set proved it new: straight onto the object's vector.
+        parent.get_ref<ResponseJson::object_t&>().emplace_back(std::move(key), std::move(v));
+      }
+    } else if (wanted_ == nullptr) {
+      result_ = std::move(v);
+    } else if (depth_ == 1 && capturing_) {
+      result_[key] = std::move(v);  // a handful of keys at most
+    }
+  }
+
+  bool value(ResponseJson v) {
+    place(std::move(v), key_);
+    return true;
+  }
+
+  bool open(ResponseJson v) {
+    const bool build = !stack_.empty() || wanted_ == nullptr || (depth_ == 1 && capturing_);
+    ++depth_;
+    if (build) stack_.push_back({std::move(v), {}, key_});
+    return true;
+  }
+
+  bool close() {
+    --depth_;
+    if (stack_.empty()) return true;  // the filtered root, or a value not wanted
+    Open done = std::move(stack_.back());
+    stack_.pop_back();
+    place(std::move(done.value), std::move(done.key));
+    return true;
+  }
+
+  const std::vector<std::string_view>* wanted_;
+  std::vector<Open> stack_;
+  ResponseJson result_;
+  std::string key_;
+  int depth_ = 0;
+  bool capturing_ = false;
+  bool duplicate_ = false;
+};
+
 }  // namespace
+
+ResponseJson ordered_fields(std::string_view body, const Json& parsed) {
+  std::vector<std::string_view> wanted;
+  for (const char* key : kOrderedFields)
+    if (parsed.contains(key)) wanted.emplace_back(key);
+  if (wanted.empty()) return ResponseJson::object();
+  OrderedBuilder builder(&wanted);
+  Json::sax_parse(body, &builder);
+  if (builder.duplicate())
+    throw ApiError(400, "the request repeats a key inside one object of its tools or schema; send each key once");
+  return std::move(builder.result());
+}
+
+std::optional<ResponseJson> parse_ordered(std::string_view text) {
+  if (shape_of(text).depth > kMaxJsonDepth) return std::nullopt;
+  OrderedBuilder builder(nullptr);
+  if (!Json::sax_parse(text, &builder) || builder.duplicate()) return std::nullopt;
+  return std::move(builder.result());
+}
+
+const ResponseJson* ordered_at(const ResponseJson& tree, std::initializer_list<const char*> path) {
+  const ResponseJson* at = &tree;
+  for (const char* key : path) {
+    if (!at->is_object()) return nullptr;
+    auto it = at->find(key);
+    if (it == at->end() || it->is_null()) return nullptr;
+    at = &*it;
+  }
+  return at;
+}
 
 Json parse_json_object(std::string_view body) {
   if (body.empty()) throw ApiError(400, "the request body is empty; send a JSON object");
@@ -77,7 +205,8 @@ Json parse_json_object(std::string_view body) {
     // overflow" for 1e999 (an out_of_range, not a parse_error).
     throw ApiError(400, fmt::format("the request body is not valid JSON: {}", e.what()));
   }
-  if (!json.is_object()) throw ApiError(400, fmt::format("the request body must be a JSON object, not {}", type_name(json)));
+  if (!json.is_object())
+    throw ApiError(400, fmt::format("the request body must be a JSON object, not {}", type_name(json)));
   return json;
 }
 

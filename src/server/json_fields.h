@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -26,6 +27,22 @@ using ResponseJson = nlohmann::ordered_json;
 Json parse_json_object(std::string_view body);
 inline constexpr int kMaxJsonDepth = 64;
 inline constexpr std::int64_t kMaxJsonValues = 1 << 20;
+
+// The fields of a body whose key order carries meaning, in the order the
+// client wrote them: tool definitions (a chat template prints them as JSON)
+// and JSON schemas (a schema's properties are generated in its order).
+// `body` is the text parse_json_object accepted, `parsed` its tree; the
+// result is an object with those of kOrderedFields that `body` has (an empty
+// object when none). Built in linear time; a duplicate key inside one of them
+// is a 400 (which of the two was meant cannot be known).
+inline constexpr const char* kOrderedFields[] = {"tools", "response_format", "structured_outputs", "guided_json",
+                                                 "json_schema"};
+ResponseJson ordered_fields(std::string_view body, const Json& parsed);
+// JSON text (a tool call's arguments) in its written order; nullopt when it
+// is not valid JSON or repeats a key in one object.
+std::optional<ResponseJson> parse_ordered(std::string_view text);
+// The value at a path of keys in an ordered tree; nullptr when absent or null.
+const ResponseJson* ordered_at(const ResponseJson& tree, std::initializer_list<const char*> path);
 
 // JSON text as the server sends it: compact, invalid UTF-8 replaced (U+FFFD)
 // rather than thrown.

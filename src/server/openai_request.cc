@@ -7,6 +7,7 @@
 
 #include "server/api_error.h"
 #include "server/chat_prompt.h"
+#include "server/http_message.h"
 #include "server/structured_output.h"
 #include "server/utf8_text.h"
 #include "tokenizer/jinja/error.h"
@@ -123,7 +124,8 @@ void read_stream_flags(const Json& body, GenerationJob& job) {
 }
 
 void check_prompt_length(const std::vector<TokenId>& prompt, const ModelContext& model, const char* param) {
-  if (prompt.empty()) bad_request(param, fmt::format("the {} is empty after tokenization; give at least one token", param));
+  if (prompt.empty())
+    bad_request(param, fmt::format("the {} is empty after tokenization; give at least one token", param));
   if (static_cast<std::int64_t>(prompt.size()) >= model.max_model_len)
     bad_request(param, fmt::format("the {} has {} tokens but the context holds {}; shorten it or start the server "
                                    "with a larger --max-model-len",
@@ -176,6 +178,28 @@ std::string message_content(const Json& message, std::size_t i) {
   return joined;
 }
 
+// Every string inside `v`, keys too, however deep: a template may print any
+// of them outside the message markers, so none may hold special-token text.
+template <class J>
+void refuse_special_text(const J& root, const char* param, const ModelContext& model) {
+  if (model.allow_special_in_messages) return;
+  std::vector<const J*> todo = {&root};
+  while (!todo.empty()) {
+    const J* v = todo.back();
+    todo.pop_back();
+    if (v->is_string() && has_special_token_text(*model.tokenizer, v->template get_ref<const std::string&>()))
+      bad_request(param, fmt::format("{} holds the text of a special token; remove it, or start the server with "
+                                     "--allow-special-in-messages",
+                                     param));
+    if (v->is_object())
+      for (const auto& [key, child] : v->items())
+        if (has_special_token_text(*model.tokenizer, key))
+          bad_request(param, fmt::format("{} holds the text of a special token in a key", param));
+    if (v->is_structured())
+      for (const J& child : *v) todo.push_back(&child);
+  }
+}
+
 // chat_template_kwargs: more template variables, but never one the server
 // sets from what it validated, and never special-token text.
 nlohmann::ordered_json template_kwargs(const Json& body, const ModelContext& model) {
@@ -190,36 +214,19 @@ nlohmann::ordered_json template_kwargs(const Json& body, const ModelContext& mod
                   fmt::format("chat_template_kwargs may not set `{}`: the server renders it from the request's own, "
                               "validated fields",
                               reserved));
-  if (!model.allow_special_in_messages) {
-    // Every string inside, however deep: a template may print any of them.
-    std::vector<const Json*> todo = {kwargs};
-    while (!todo.empty()) {
-      const Json* v = todo.back();
-      todo.pop_back();
-      if (v->is_string() && has_special_token_text(*model.tokenizer, v->get_ref<const std::string&>()))
-        bad_request("chat_template_kwargs",
-                    "chat_template_kwargs holds the text of a special token; remove it, or start the server with "
-                    "--allow-special-in-messages");
-      if (v->is_structured())
-        for (const Json& child : *v) todo.push_back(&child);
-      if (v->is_object())
-        for (const auto& [key, child] : v->items())
-          if (has_special_token_text(*model.tokenizer, key))
-            bad_request("chat_template_kwargs", "chat_template_kwargs holds the text of a special token in a key");
-    }
-  }
+  refuse_special_text(*kwargs, "chat_template_kwargs", model);
   return nlohmann::ordered_json(*kwargs);
 }
 
 // What both endpoints read alike: the model, sampling, speculation, streaming.
-GenerationJob read_common(const Json& body, const ModelContext& model, Endpoint endpoint) {
+GenerationJob read_common(const Json& body, const ResponseJson& ordered, const ModelContext& model, Endpoint endpoint) {
   check_model_field(body, model);
   GenerationJob job;
   job.endpoint = endpoint;
   job.params = read_sampling(body, model);
   job.speculative = get_bool(body, "speculative").value_or(true);
   read_stream_flags(body, job);
-  if (auto c = read_constraint(body)) {
+  if (auto c = read_constraint(body, ordered)) {
     if (model.constraints == nullptr) bad_request(c->param, "this server does not constrain outputs");
     try {
       job.params.constraint = model.constraints->compile(c->spec);
@@ -230,6 +237,108 @@ GenerationJob read_common(const Json& body, const ModelContext& model, Endpoint 
   return job;
 }
 
+// An assistant message's tool_calls for the template: each call's
+// arguments as an object (HF templates print them with tojson), its id and
+// name checked; every string free of special-token text.
+ResponseJson read_tool_calls(const Json& calls, const std::string& where, const ModelContext& model) {
+  if (!calls.is_array()) bad_request("messages", fmt::format("{}.tool_calls must be an array", where));
+  ResponseJson out = ResponseJson::array();
+  for (std::size_t j = 0; j < calls.size(); ++j) {
+    const Json& c = calls[j];
+    const std::string at = fmt::format("{}.tool_calls[{}]", where, j);
+    if (!c.is_object()) bad_request("messages", fmt::format("{} must be an object", at));
+    auto fn = c.find("function");
+    if (fn == c.end() || !fn->is_object()) bad_request("messages", fmt::format("{}.function must be an object", at));
+    auto name = fn->find("name");
+    if (name == fn->end() || !name->is_string())
+      bad_request("messages", fmt::format("{}.function.name must be a string", at));
+    ResponseJson arguments = ResponseJson::object();
+    if (auto args = fn->find("arguments"); args != fn->end() && !args->is_null()) {
+      if (args->is_string()) {
+        std::optional<ResponseJson> parsed = parse_ordered(args->get_ref<const std::string&>());
+        if (!parsed)
+          bad_request("messages", fmt::format("{}.function.arguments is not valid JSON (each key once)", at));
+        arguments = std::move(*parsed);
+      } else if (args->is_object()) {
+        arguments = ResponseJson(*args);
+      } else {
+        bad_request("messages", fmt::format("{}.function.arguments must be a JSON string", at));
+      }
+    }
+    ResponseJson call = ResponseJson::object();
+    if (auto id = c.find("id"); id != c.end() && !id->is_null()) {
+      if (!id->is_string()) bad_request("messages", fmt::format("{}.id must be a string", at));
+      call["id"] = id->get<std::string>();
+    }
+    call["type"] = "function";
+    call["function"] = ResponseJson{{"name", name->get<std::string>()}, {"arguments", std::move(arguments)}};
+    out.push_back(std::move(call));
+  }
+  refuse_special_text(out, "messages", model);
+  return out;
+}
+
+ChatMessage read_message(const Json& m, std::size_t i, const ModelContext& model) {
+  const std::string where = fmt::format("messages[{}]", i);
+  if (!m.is_object()) bad_request("messages", fmt::format("{} must be an object with role and content", where));
+  auto role_it = m.find("role");
+  if (role_it == m.end() || !role_it->is_string())
+    bad_request("messages", fmt::format("{}.role must be a string", where));
+  ChatMessage message;
+  message.role = role_it->get<std::string>();
+  if (message.role == "developer") message.role = "system";  // OpenAI's newer name for the system role
+  if (message.role != "system" && message.role != "user" && message.role != "assistant" && message.role != "tool")
+    bad_request("messages", fmt::format("{}.role \"{}\" is not supported; use system, user, assistant or tool", where,
+                                        printable(message.role, 64)));
+  message.content = message_content(m, i);
+  if (message.role == "assistant") {
+    if (auto calls = m.find("tool_calls"); calls != m.end() && !calls->is_null() && !calls->empty()) {
+      message.fields["tool_calls"] = read_tool_calls(*calls, where, model);
+      auto content = m.find("content");
+      message.content_null = content == m.end() || content->is_null();
+    }
+  } else if (message.role == "tool") {
+    for (const char* key : {"tool_call_id", "name"}) {
+      auto v = m.find(key);
+      if (v == m.end() || v->is_null()) continue;
+      if (!v->is_string()) bad_request("messages", fmt::format("{}.{} must be a string", where, key));
+      message.fields[key] = v->get<std::string>();
+    }
+    refuse_special_text(message.fields, "messages", model);
+  }
+  return message;
+}
+
+// For a template that knows no tools: the tools described in the system
+// message, calls written into the assistant's text as the model is asked to
+// write them, and results handed back as user text.
+void describe_tools_in_messages(std::vector<ChatMessage>& messages, const std::optional<ToolRequest>& tools) {
+  for (ChatMessage& m : messages) {
+    if (m.role == "tool") {
+      m.role = "user";
+      m.content = "<tool_response>\n" + m.content + "\n</tool_response>";
+      m.fields = ResponseJson::object();
+    } else if (auto calls = m.fields.find("tool_calls"); calls != m.fields.end()) {
+      std::string text = m.content_null ? std::string() : m.content;
+      for (const ResponseJson& c : *calls) {
+        if (!text.empty()) text += '\n';
+        text += fmt::format("<tool_call>\n{{\"name\": {}, \"arguments\": {}}}\n</tool_call>",
+                            dump_json(c["function"]["name"]), dump_json(c["function"]["arguments"]));
+      }
+      m.content = std::move(text);
+      m.content_null = false;
+      m.fields = ResponseJson::object();
+    }
+  }
+  if (!tools) return;
+  const std::string prompt = generic_tools_prompt(*tools);
+  if (!messages.empty() && messages.front().role == "system") {
+    messages.front().content += "\n\n" + prompt;
+  } else {
+    messages.insert(messages.begin(), ChatMessage{"system", prompt});
+  }
+}
+
 }  // namespace
 
 void check_model_field(const Json& body, const ModelContext& model) {
@@ -238,8 +347,8 @@ void check_model_field(const Json& body, const ModelContext& model) {
   if (!it->is_string()) bad_request("model", "model must be a string");
   const std::string name = it->get<std::string>();
   if (name != model.served_model_name)
-    throw ApiError(404, fmt::format("The model `{}` does not exist; this server serves `{}`", name,
-                                    model.served_model_name),
+    throw ApiError(404,
+                   fmt::format("The model `{}` does not exist; this server serves `{}`", name, model.served_model_name),
                    "model", "model_not_found");
 }
 
@@ -248,30 +357,25 @@ std::vector<TokenId> tokenize_text(const std::string& text, const ModelContext& 
   return model.tokenizer->encode(text, add_special_tokens, /*parse_special=*/true);
 }
 
-std::vector<TokenId> tokenize_chat(const Json& body, const ModelContext& model, bool add_generation_prompt,
-                                   bool add_special_tokens) {
+std::vector<TokenId> tokenize_chat(const Json& body, const ResponseJson& ordered, const ModelContext& model,
+                                   bool add_generation_prompt, bool add_special_tokens) {
   auto it = body.find("messages");
   if (it == body.end() || it->is_null()) bad_request("messages", "messages is required: an array of {role, content}");
   if (!it->is_array() || it->empty())
     bad_request("messages", "messages must be a non-empty array of {role, content} objects");
   std::vector<ChatMessage> messages;
   messages.reserve(it->size());
-  for (std::size_t i = 0; i < it->size(); ++i) {
-    const Json& m = (*it)[i];
-    if (!m.is_object()) bad_request("messages", fmt::format("messages[{}] must be an object with role and content", i));
-    auto role_it = m.find("role");
-    if (role_it == m.end() || !role_it->is_string())
-      bad_request("messages", fmt::format("messages[{}].role must be a string", i));
-    std::string role = role_it->get<std::string>();
-    if (role == "developer") role = "system";  // OpenAI's newer name for the system role
-    if (role != "system" && role != "user" && role != "assistant")
-      bad_request("messages", fmt::format("messages[{}].role \"{}\" is not supported; use system, user or assistant",
-                                          i, role));
-    messages.push_back({std::move(role), message_content(m, i)});
-  }
+  for (std::size_t i = 0; i < it->size(); ++i) messages.push_back(read_message((*it)[i], i, model));
+  const std::optional<ToolRequest> tools = read_tools(body, ordered);
   ChatRenderOptions options = chat_render_options(model.tokenizer->vocab());
   options.add_generation_prompt = add_generation_prompt;
   options.extra = template_kwargs(body, model);
+  if (model.tool_format == ToolFormat::kGeneric) {
+    describe_tools_in_messages(messages, tools);
+  } else if (tools) {
+    refuse_special_text(tools->definitions, "tools", model);
+    options.tools = tools->definitions;
+  }
   try {
     return encode_chat(*model.chat_template, *model.tokenizer, messages, options, add_special_tokens,
                        model.allow_special_in_messages);
@@ -282,8 +386,8 @@ std::vector<TokenId> tokenize_chat(const Json& body, const ModelContext& model, 
   }
 }
 
-GenerationJob parse_completion_request(const Json& body, const ModelContext& model) {
-  GenerationJob job = read_common(body, model, Endpoint::kCompletions);
+GenerationJob parse_completion_request(const Json& body, const ResponseJson& ordered, const ModelContext& model) {
+  GenerationJob job = read_common(body, ordered, model, Endpoint::kCompletions);
   job.echo = get_bool(body, "echo").value_or(false);
   if (auto suffix = get_string(body, "suffix"); suffix && !suffix->empty())
     bad_request("suffix", "suffix (fill-in-the-middle) is not supported; leave it out");
@@ -298,7 +402,8 @@ GenerationJob parse_completion_request(const Json& body, const ModelContext& mod
   job.params.max_tokens = read_max_tokens(body, "max_tokens").value_or(kDefaultCompletionMaxTokens);
 
   auto it = body.find("prompt");
-  if (it == body.end() || it->is_null()) bad_request("prompt", "prompt is required: a string, a list of strings or token ids");
+  if (it == body.end() || it->is_null())
+    bad_request("prompt", "prompt is required: a string, a list of strings or token ids");
   const Json& prompt = *it;
   const bool many = prompt.is_array() && !prompt.empty() && (prompt[0].is_string() || prompt[0].is_array());
   check_num_choices(many ? prompt.size() : 1, job.params.n, model);
@@ -336,8 +441,8 @@ GenerationJob parse_completion_request(const Json& body, const ModelContext& mod
   return job;
 }
 
-GenerationJob parse_chat_request(const Json& body, const ModelContext& model) {
-  GenerationJob job = read_common(body, model, Endpoint::kChatCompletions);
+GenerationJob parse_chat_request(const Json& body, const ResponseJson& ordered, const ModelContext& model) {
+  GenerationJob job = read_common(body, ordered, model, Endpoint::kChatCompletions);
   check_num_choices(1, job.params.n, model);
   // max_completion_tokens is OpenAI's current name; max_tokens the older one.
   std::optional<int> max_tokens = read_max_tokens(body, "max_tokens");
@@ -350,10 +455,29 @@ GenerationJob parse_chat_request(const Json& body, const ModelContext& model) {
   }
   if (job.logprobs && !job.params.logprobs) job.params.logprobs = 0;
   if (!job.logprobs) job.params.logprobs.reset();
-  if (auto tools = body.find("tools"); tools != body.end() && !tools->is_null() && !(tools->is_array() && tools->empty()))
-    bad_request("tools", "tools (function calling) are not supported yet; leave them out");
+  job.tools = read_tools(body, ordered);
+  job.tool_format = model.tool_format;
+  if (job.tools) {
+    if (auto spec = tool_constraint(*job.tools, model.tool_format)) {
+      if (job.params.constraint) {
+        // Forced calls and a response format cannot both hold; with auto the
+        // response format wins and calls are still read from the output.
+        if (job.tools->choice != ToolRequest::Choice::kAuto)
+          bad_request("tool_choice",
+                      "tool_choice forces a tool call, which a response_format cannot also constrain; "
+                      "give one of them");
+      } else {
+        if (model.constraints == nullptr) bad_request("tools", "this server does not constrain outputs");
+        try {
+          job.params.constraint = model.constraints->compile(*spec);
+        } catch (const ConstraintError& e) {
+          bad_request("tools", e.what());
+        }
+      }
+    }
+  }
   const bool add_generation_prompt = get_bool(body, "add_generation_prompt").value_or(true);
-  job.prompts.push_back(tokenize_chat(body, model, add_generation_prompt, /*add_special_tokens=*/false));
+  job.prompts.push_back(tokenize_chat(body, ordered, model, add_generation_prompt, /*add_special_tokens=*/false));
   check_prompt_length(job.prompts[0], model, "messages");
   finish_params(job, model);
   return job;

@@ -9,6 +9,7 @@
 
 #include "engine/sampling_params.h"
 #include "server/json_fields.h"
+#include "server/tool_calls.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -22,9 +23,10 @@ struct ModelContext {
   int max_model_len = 0;        // prompt tokens must be fewer
   std::string served_model_name;
   int max_n = 16;
-  int max_choices = 64;                    // prompts x n in one request (at most a client's whole share)
-  bool allow_special_in_messages = false;  // chat content may hold special tokens (the old reading)
-  ConstraintCompiler* constraints = nullptr;  // structured outputs (null: refused)
+  int max_choices = 64;                           // prompts x n in one request (at most a client's whole share)
+  bool allow_special_in_messages = false;         // chat content may hold special tokens (the old reading)
+  ConstraintCompiler* constraints = nullptr;      // structured outputs (null: refused)
+  ToolFormat tool_format = ToolFormat::kGeneric;  // how the chat template writes tool calls
 };
 
 enum class Endpoint { kCompletions, kChatCompletions };
@@ -35,25 +37,31 @@ struct GenerationJob {
   std::vector<std::string> echo_texts;        // [num_prompts] when echo: the prompt's text
   SamplingParams params;                      // shared by every prompt; n completions each
   bool stream = false;
-  bool include_usage = false;  // stream_options.include_usage
-  bool echo = false;           // completions: the prompt text leads each choice
-  bool logprobs = false;       // logprobs asked for (params.logprobs holds the top-n)
-  bool speculative = true;     // may use the server's speculative decoding ("speculative": false turns it off)
+  bool include_usage = false;        // stream_options.include_usage
+  bool echo = false;                 // completions: the prompt text leads each choice
+  bool logprobs = false;             // logprobs asked for (params.logprobs holds the top-n)
+  bool speculative = true;           // may use the server's speculative decoding ("speculative": false turns it off)
+  std::optional<ToolRequest> tools;  // chat: the request's tools
+  ToolFormat tool_format = ToolFormat::kGeneric;
+
+  // Whether each choice's output is read for tool calls.
+  bool parses_tool_calls() const { return tools && tools->parses_output(); }
 
   int num_choices() const { return static_cast<int>(prompts.size()) * params.n; }
 };
 
-// POST /v1/completions and POST /v1/chat/completions bodies.
-GenerationJob parse_completion_request(const Json& body, const ModelContext& model);
-GenerationJob parse_chat_request(const Json& body, const ModelContext& model);
+// POST /v1/completions and POST /v1/chat/completions bodies; `ordered` is
+// the body's ordered_fields (tools and schemas in the order written).
+GenerationJob parse_completion_request(const Json& body, const ResponseJson& ordered, const ModelContext& model);
+GenerationJob parse_chat_request(const Json& body, const ResponseJson& ordered, const ModelContext& model);
 
 // The `model` field: absent, or the served model's name (404 otherwise, as vLLM answers).
 void check_model_field(const Json& body, const ModelContext& model);
 
 // The conversation in `messages` rendered with the chat template and
 // tokenized; shared with POST /tokenize so that both count alike.
-std::vector<TokenId> tokenize_chat(const Json& body, const ModelContext& model, bool add_generation_prompt,
-                                   bool add_special_tokens);
+std::vector<TokenId> tokenize_chat(const Json& body, const ResponseJson& ordered, const ModelContext& model,
+                                   bool add_generation_prompt, bool add_special_tokens);
 // A completions prompt string, tokenized as POST /v1/completions does.
 std::vector<TokenId> tokenize_text(const std::string& text, const ModelContext& model, bool add_special_tokens);
 

@@ -43,6 +43,10 @@ ResponseBuilder::ResponseBuilder(const GenerationJob& job, const Tokenizer& toke
   finish_.resize(choices);
   offset_.assign(choices, 0);
   logprobs_.assign(choices, ResponseJson(nullptr));
+  if (chat_ && job.parses_tool_calls()) {
+    parsers_.assign(choices, ToolCallParser(job.tool_format));
+    calls_.assign(choices, ResponseJson::array());
+  }
   for (std::size_t c = 0; c < choices; ++c) {
     if (job.echo) {
       const std::string& prompt = job.echo_texts[c / static_cast<std::size_t>(n_)];
@@ -72,6 +76,24 @@ std::string ResponseBuilder::token_text(TokenId id) const {
   std::string out = "bytes:";
   for (unsigned char c : piece) out += fmt::format("\\x{:02x}", c);
   return out;
+}
+
+std::vector<ToolEvent> ResponseBuilder::tool_events(int choice, const CompletionDelta& delta) {
+  if (parsers_.empty()) {
+    if (delta.text.empty()) return {};
+    return {ToolEvent{ToolEvent::Kind::kContent, 0, delta.text, {}}};
+  }
+  ToolCallParser& parser = parsers_[static_cast<std::size_t>(choice)];
+  std::vector<ToolEvent> events = parser.feed(delta.text);
+  if (delta.finish_reason)
+    for (ToolEvent& e : parser.finish()) events.push_back(std::move(e));
+  return events;
+}
+
+std::string ResponseBuilder::finish_name(int choice, FinishReason reason) const {
+  if (reason == FinishReason::kStop && !parsers_.empty() && parsers_[static_cast<std::size_t>(choice)].num_calls() > 0)
+    return "tool_calls";
+  return finish_reason_name(reason);
 }
 
 ResponseJson ResponseBuilder::envelope(const char* object) const {
@@ -145,17 +167,43 @@ std::vector<ResponseJson> ResponseBuilder::opening_chunks() {
 
 ResponseJson ResponseBuilder::chunk(int prompt, const CompletionDelta& delta) {
   const int c = choice_of(prompt, delta);
-  if (delta.finish_reason) finish_[static_cast<std::size_t>(c)] = finish_reason_name(*delta.finish_reason);
+  std::string content = delta.text;
+  ResponseJson calls = ResponseJson::array();
+  if (chat_) {
+    content.clear();
+    for (ToolEvent& e : tool_events(c, delta)) {
+      switch (e.kind) {
+        case ToolEvent::Kind::kContent:
+          content += e.text;
+          break;
+        case ToolEvent::Kind::kCallStart:
+          calls.push_back(ResponseJson{{"index", e.index},
+                                       {"id", std::move(e.id)},
+                                       {"type", "function"},
+                                       {"function", {{"name", std::move(e.text)}, {"arguments", ""}}}});
+          break;
+        case ToolEvent::Kind::kArguments:
+          if (!calls.empty() && calls.back()["index"] == e.index) {
+            calls.back()["function"]["arguments"] = calls.back()["function"]["arguments"].get<std::string>() + e.text;
+          } else {
+            calls.push_back(ResponseJson{{"index", e.index}, {"function", {{"arguments", std::move(e.text)}}}});
+          }
+          break;
+      }
+    }
+  }
+  const std::string finish_text = delta.finish_reason ? finish_name(c, *delta.finish_reason) : std::string();
+  if (delta.finish_reason) finish_[static_cast<std::size_t>(c)] = finish_text;
   const bool has_logprobs = job_.logprobs && !delta.logprobs.empty();
-  if (delta.text.empty() && !has_logprobs && !delta.finish_reason) return nullptr;
+  if (content.empty() && calls.empty() && !has_logprobs && !delta.finish_reason) return nullptr;
   ResponseJson logprobs = logprobs_json(c, delta);
-  ResponseJson finish =
-      delta.finish_reason ? ResponseJson(finish_reason_name(*delta.finish_reason)) : ResponseJson(nullptr);
+  ResponseJson finish = delta.finish_reason ? ResponseJson(finish_text) : ResponseJson(nullptr);
   ResponseJson out;
   if (chat_) {
     out = envelope("chat.completion.chunk");
     ResponseJson d = ResponseJson::object();
-    if (!delta.text.empty()) d["content"] = delta.text;
+    if (!content.empty()) d["content"] = std::move(content);
+    if (!calls.empty()) d["tool_calls"] = std::move(calls);
     out["choices"] = ResponseJson::array({ResponseJson{{"index", c},
                                                        {"delta", std::move(d)},
                                                        {"logprobs", std::move(logprobs)},
@@ -186,8 +234,28 @@ ResponseJson ResponseBuilder::usage_chunk(const Usage& usage) const {
 void ResponseBuilder::add(int prompt, const CompletionDelta& delta) {
   const int c = choice_of(prompt, delta);
   const auto i = static_cast<std::size_t>(c);
-  text_[i] += delta.text;
-  if (delta.finish_reason) finish_[i] = finish_reason_name(*delta.finish_reason);
+  if (chat_) {
+    for (ToolEvent& e : tool_events(c, delta)) {
+      switch (e.kind) {
+        case ToolEvent::Kind::kContent:
+          text_[i] += e.text;
+          break;
+        case ToolEvent::Kind::kCallStart:
+          calls_[i].push_back(ResponseJson{{"id", std::move(e.id)},
+                                           {"type", "function"},
+                                           {"function", {{"name", std::move(e.text)}, {"arguments", ""}}}});
+          break;
+        case ToolEvent::Kind::kArguments: {
+          ResponseJson& args = calls_[i][static_cast<std::size_t>(e.index)]["function"]["arguments"];
+          args = args.get<std::string>() + e.text;
+          break;
+        }
+      }
+    }
+  } else {
+    text_[i] += delta.text;
+  }
+  if (delta.finish_reason) finish_[i] = finish_name(c, *delta.finish_reason);
   if (!job_.logprobs || delta.logprobs.empty()) return;
   ResponseJson part = logprobs_json(c, delta);
   ResponseJson& all = logprobs_[i];
@@ -203,8 +271,13 @@ ResponseJson ResponseBuilder::response(const Usage& usage) const {
   for (std::size_t c = 0; c < text_.size(); ++c) {
     ResponseJson finish = finish_[c].empty() ? ResponseJson(nullptr) : ResponseJson(finish_[c]);
     if (chat_) {
+      const bool called = !calls_.empty() && !calls_[c].empty();
+      ResponseJson message = {{"role", "assistant"},
+                              {"content", called && text_[c].empty() ? ResponseJson(nullptr) : ResponseJson(text_[c])},
+                              {"refusal", nullptr}};
+      if (called) message["tool_calls"] = calls_[c];
       choices.push_back(ResponseJson{{"index", c},
-                                     {"message", {{"role", "assistant"}, {"content", text_[c]}, {"refusal", nullptr}}},
+                                     {"message", std::move(message)},
                                      {"logprobs", logprobs_[c]},
                                      {"finish_reason", std::move(finish)}});
     } else {

@@ -23,9 +23,10 @@ const Json* field(const Json& object, const char* name) {
   return it == object.end() || it->is_null() ? nullptr : &*it;
 }
 
-// A schema given as an object, or as JSON text (vLLM takes both).
-std::string schema_text(const Json& v, const std::string& param) {
-  if (v.is_object()) return dump_json(v);
+// A schema given as an object, or as JSON text (vLLM takes both). `written`:
+// the same object in the client's key order, which the output follows.
+std::string schema_text(const Json& v, const std::string& param, const ResponseJson* written) {
+  if (v.is_object()) return written != nullptr && written->is_object() ? dump_json(*written) : dump_json(v);
   if (v.is_boolean()) return v.get<bool>() ? "{}" : "false";
   if (v.is_string()) {
     const std::string& s = v.get_ref<const std::string&>();
@@ -45,8 +46,7 @@ std::string string_of(const Json& v, const std::string& param) {
 }
 
 std::vector<std::string> choices_of(const Json& v, const std::string& param) {
-  if (!v.is_array() || v.empty())
-    bad_request(param, fmt::format("{} must be a non-empty array of strings", param));
+  if (!v.is_array() || v.empty()) bad_request(param, fmt::format("{} must be a non-empty array of strings", param));
   if (v.size() > kMaxChoices)
     bad_request(param, fmt::format("{} lists {} strings; at most {} are allowed", param, v.size(), kMaxChoices));
   std::vector<std::string> out;
@@ -58,7 +58,7 @@ std::vector<std::string> choices_of(const Json& v, const std::string& param) {
   return out;
 }
 
-void response_format(const Json& v, std::vector<Found>& found) {
+void response_format(const Json& v, const ResponseJson& ordered, std::vector<Found>& found) {
   if (!v.is_object()) bad_request("response_format", "response_format must be an object with a `type`");
   const Json* type = field(v, "type");
   if (type == nullptr || !type->is_string())
@@ -78,47 +78,60 @@ void response_format(const Json& v, std::vector<Found>& found) {
     bad_request("response_format", "response_format.json_schema must be an object holding the `schema`");
   const Json* schema = field(*js, "schema");
   if (schema == nullptr)
-    bad_request("response_format", "response_format.json_schema.schema is missing: give the JSON schema the output "
-                                   "must follow");
+    bad_request("response_format",
+                "response_format.json_schema.schema is missing: give the JSON schema the output "
+                "must follow");
   if (const Json* strict = field(*js, "strict"); strict != nullptr && !strict->is_boolean())
     bad_request("response_format", "response_format.json_schema.strict must be true or false");
-  found.push_back({"response_format", {Kind::kJsonSchema, schema_text(*schema, "response_format.json_schema.schema"), {}}});
+  found.push_back({"response_format",
+                   {Kind::kJsonSchema,
+                    schema_text(*schema, "response_format.json_schema.schema",
+                                ordered_at(ordered, {"response_format", "json_schema", "schema"})),
+                    {}}});
 }
 
 // vLLM's structured_outputs object, and the guided_* fields it replaced.
-void vllm_fields(const Json& object, const std::string& prefix, bool guided, std::vector<Found>& found) {
+void vllm_fields(const Json& object, const ResponseJson* written, const std::string& prefix, bool guided,
+                 std::vector<Found>& found) {
   auto name = [&](const char* key) { return prefix + (guided ? "guided_" : "") + key; };
   auto get = [&](const char* key) { return field(object, (std::string(guided ? "guided_" : "") + key).c_str()); };
-  if (const Json* v = get("json")) found.push_back({name("json"), {Kind::kJsonSchema, schema_text(*v, name("json")), {}}});
+  if (const Json* v = get("json")) {
+    const ResponseJson* w = written ? ordered_at(*written, {guided ? "guided_json" : "json"}) : nullptr;
+    found.push_back({name("json"), {Kind::kJsonSchema, schema_text(*v, name("json"), w), {}}});
+  }
   if (const Json* v = get("regex")) found.push_back({name("regex"), {Kind::kRegex, string_of(*v, name("regex")), {}}});
-  if (const Json* v = get("choice")) found.push_back({name("choice"), {Kind::kChoice, "", choices_of(*v, name("choice"))}});
+  if (const Json* v = get("choice"))
+    found.push_back({name("choice"), {Kind::kChoice, "", choices_of(*v, name("choice"))}});
   if (const Json* v = get("grammar"))
     found.push_back({name("grammar"), {Kind::kGrammar, string_of(*v, name("grammar")), {}}});
   if (const Json* v = get("json_object")) {
-    if (!v->is_boolean()) bad_request(name("json_object"), fmt::format("{} must be true or false", name("json_object")));
+    if (!v->is_boolean())
+      bad_request(name("json_object"), fmt::format("{} must be true or false", name("json_object")));
     if (v->get<bool>()) found.push_back({name("json_object"), {Kind::kJsonObject, "", {}}});
   }
 }
 
 }  // namespace
 
-std::optional<RequestedConstraint> read_constraint(const Json& body) {
+std::optional<RequestedConstraint> read_constraint(const Json& body, const ResponseJson& ordered) {
   std::vector<Found> found;
-  if (const Json* v = field(body, "response_format")) response_format(*v, found);
+  if (const Json* v = field(body, "response_format")) response_format(*v, ordered, found);
   if (const Json* v = field(body, "structured_outputs")) {
     if (!v->is_object())
       bad_request("structured_outputs", "structured_outputs must be an object (json, regex, choice or grammar)");
-    vllm_fields(*v, "structured_outputs.", false, found);
+    vllm_fields(*v, ordered_at(ordered, {"structured_outputs"}), "structured_outputs.", false, found);
   }
-  vllm_fields(body, "", true, found);
+  vllm_fields(body, &ordered, "", true, found);
   // llama-server's names.
-  if (const Json* v = field(body, "grammar")) found.push_back({"grammar", {Kind::kGrammar, string_of(*v, "grammar"), {}}});
+  if (const Json* v = field(body, "grammar"))
+    found.push_back({"grammar", {Kind::kGrammar, string_of(*v, "grammar"), {}}});
   if (const Json* v = field(body, "json_schema"))
-    found.push_back({"json_schema", {Kind::kJsonSchema, schema_text(*v, "json_schema"), {}}});
+    found.push_back(
+        {"json_schema", {Kind::kJsonSchema, schema_text(*v, "json_schema", ordered_at(ordered, {"json_schema"})), {}}});
   if (found.empty()) return std::nullopt;
   if (found.size() > 1)
-    bad_request(found[1].param, fmt::format("{} and {} both constrain the output; give only one", found[0].param,
-                                            found[1].param));
+    bad_request(found[1].param,
+                fmt::format("{} and {} both constrain the output; give only one", found[0].param, found[1].param));
   return std::move(found[0]);
 }
 

@@ -18,6 +18,8 @@ struct RequestedConstraint {
   ConstraintSpec spec;
 };
 
-std::optional<RequestedConstraint> read_constraint(const Json& body);
+// `ordered`: the body's ordered_fields, so that a schema's properties come
+// out in the order the client wrote them.
+std::optional<RequestedConstraint> read_constraint(const Json& body, const ResponseJson& ordered);
 
 }  // namespace folio::server

@@ -17,6 +17,7 @@ const char* kind_name(ConstraintSpec::Kind kind) {
     case ConstraintSpec::Kind::kRegex: return "regex";
     case ConstraintSpec::Kind::kChoice: return "choice";
     case ConstraintSpec::Kind::kGrammar: return "grammar";
+    case ConstraintSpec::Kind::kStructuralTag: return "tool-call format";
   }
   return "?";
 }
@@ -157,6 +158,9 @@ std::shared_ptr<const CompiledConstraint> ConstraintCompiler::compile_uncached(c
       }
       case ConstraintSpec::Kind::kGrammar:
         impl->grammar = compiler->CompileGrammar(spec.text);
+        break;
+      case ConstraintSpec::Kind::kStructuralTag:
+        impl->grammar = compiler->CompileStructuralTag(spec.text);
         break;
     }
   } catch (const ConstraintError&) {

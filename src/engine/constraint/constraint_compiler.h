@@ -21,9 +21,11 @@ namespace folio {
 class Tokenizer;
 
 struct ConstraintSpec {
-  enum class Kind { kJsonObject, kJsonSchema, kRegex, kChoice, kGrammar };
+  // kStructuralTag: xgrammar's structural-tag JSON (tool calls: tags whose
+  // content is a JSON schema, free text between them or not).
+  enum class Kind { kJsonObject, kJsonSchema, kRegex, kChoice, kGrammar, kStructuralTag };
   Kind kind = Kind::kJsonObject;
-  std::string text;                  // the schema (JSON text), regex or grammar (root rule `root`)
+  std::string text;                  // the schema (JSON text), regex, grammar (root rule `root`) or structural tag
   std::vector<std::string> choices;  // kChoice: the output is exactly one of these
 
   // What the cache is keyed by.
