@@ -14,6 +14,7 @@ EngineConfig EngineOptions::resolved() const {
   c.kv_cache_bytes = static_cast<std::uint64_t>(*kv_bytes);
   c.kv_dtype = kv_cache_dtype_from_flag(kv_dtype);
   c.enable_prefix_caching = !no_prefix_caching;
+  c.policy = scheduling_policy == "priority" ? SchedulingPolicy::kPriority : SchedulingPolicy::kFcfs;
   c.speculative = speculative.resolved();
   return c;
 }
@@ -28,6 +29,9 @@ void add_engine_options(CLI::App* cmd, EngineOptions& o) {
   cmd->add_option("--kv-cache-memory", o.kv_cache_memory, "KV cache budget, with a unit (default 2GiB)");
   cmd->add_option("--kv-cache-dtype", o.kv_dtype, kKvCacheDTypeHelp);
   cmd->add_flag("--no-prefix-caching", o.no_prefix_caching, "Turn prefix caching off");
+  cmd->add_option("--scheduling-policy", o.scheduling_policy,
+                  "fcfs (default: first come, first served) or priority (a request's `priority`, lower first)")
+      ->check(CLI::IsMember({"fcfs", "priority"}));
   add_speculative_options(cmd, o.speculative);
 }
 

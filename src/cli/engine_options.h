@@ -3,7 +3,6 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
 #include <string>
 
 #include "cli/speculative_options.h"
@@ -16,6 +15,7 @@ struct EngineOptions {
   std::string kv_cache_memory = "2GiB";
   std::string kv_dtype = "f16";
   bool no_prefix_caching = false;
+  std::string scheduling_policy = "fcfs";
   SpeculativeOptions speculative;
 
   // The config with the text flags parsed; throws Error for a size, type or

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <fstream>
 #include <future>
 #include <memory>
 #include <thread>
@@ -39,6 +40,8 @@ struct ServeOptions {
   double shutdown_timeout_s = 30;
   std::vector<std::string> api_keys;
   std::string api_key_file;
+  std::string chat_template_file;
+  std::string chat_template_kwargs;
   double header_timeout_s = 10, body_timeout_s = 60, keep_alive_timeout_s = 5, write_timeout_s = 30;
 };
 
@@ -89,6 +92,21 @@ void serve(ServeOptions o) {
   const ModelSessionOptions session_options = o.model.resolved();
   if (o.server.served_model_name.empty()) o.server.served_model_name = model_name_of(session_options.model_path);
   o.engine = o.engine_flags.resolved();
+  if (!o.chat_template_file.empty()) {
+    std::ifstream in(o.chat_template_file, std::ios::binary);
+    if (!in) fail("--chat-template {}: cannot read it", o.chat_template_file);
+    o.server.chat_template.assign(std::istreambuf_iterator<char>(in), {});
+    try {
+      ChatTemplate check(o.server.chat_template);
+    } catch (const Error& e) {
+      fail("--chat-template {}: {}", o.chat_template_file, e.what());
+    }
+  }
+  if (!o.chat_template_kwargs.empty()) {
+    o.server.chat_template_kwargs = nlohmann::ordered_json::parse(o.chat_template_kwargs, nullptr, false);
+    if (!o.server.chat_template_kwargs.is_object())
+      fail("--chat-template-kwargs must be a JSON object, like '{{\"enable_thinking\": false}}'");
+  }
   const char* env_key = std::getenv("FOLIO_API_KEY");
   o.server.api_keys =
       server::ApiKeys::load(o.api_keys, o.api_key_file, env_key ? std::optional<std::string>(env_key) : std::nullopt);
@@ -181,7 +199,8 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--served-model-name", s.served_model_name,
                   "The model's name in the API (default: the file name without .gguf)");
   add_engine_options(cmd, o->engine_flags);
-  cmd->add_option("--max-waiting", e.max_waiting, "Requests queued before new ones get 429")->check(CLI::PositiveNumber);
+  cmd->add_option("--max-waiting", e.max_waiting, "Requests queued before new ones get 429")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--max-n", s.max_n, "Most completions per prompt (n) a request may ask for")
       ->check(CLI::Range(1, kMaxCompletions));
   cmd->add_option("--max-choices-per-request", s.max_choices_per_request,
@@ -193,6 +212,15 @@ void add_serve(CLI::App& app) {
   cmd->add_flag("--allow-special-in-messages", s.allow_special_in_messages,
                 "Read special tokens (<|im_start|>, ...) written in chat messages as those tokens, as before; "
                 "unsafe: a user can then forge a system turn");
+  cmd->add_option("--chat-template", o->chat_template_file,
+                  "A Jinja chat template file to render chats with instead of the model's own");
+  cmd->add_option("--chat-template-kwargs", o->chat_template_kwargs,
+                  "Template variables every chat gets unless it sets them, as a JSON object "
+                  "('{\"enable_thinking\": false}')");
+  cmd->add_option("--reasoning-parser", s.reasoning_parser,
+                  "Split <think> text out of chat answers into reasoning_content: auto (default: when the chat "
+                  "template thinks in <think> tags), think (always), none")
+      ->check(CLI::IsMember({"auto", "think", "none"}));
   cmd->add_option("--max-body-bytes", h.limits.max_body_bytes,
                   "Largest request body, after chunked decoding (default 16 MiB)")
       ->check(CLI::PositiveNumber);
@@ -223,10 +251,12 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--shutdown-timeout", o->shutdown_timeout_s,
                   "Seconds running requests get to finish after SIGTERM (default 30)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_flag("--no-web-page", [s = &o->server](std::int64_t) { s->web.enabled = false; },
-                "Serve no web page: GET / (chat, capacity planner, live engine view), /web/ and /api/ answer 404");
-  cmd->add_flag("--no-request-log", [s = &o->server](std::int64_t) { s->log_requests = false; },
-                "Do not log one line per request");
+  cmd->add_flag(
+      "--no-web-page", [s = &o->server](std::int64_t) { s->web.enabled = false; },
+      "Serve no web page: GET / (chat, capacity planner, live engine view), /web/ and /api/ answer 404");
+  cmd->add_flag(
+      "--no-request-log", [s = &o->server](std::int64_t) { s->log_requests = false; },
+      "Do not log one line per request");
   cmd->callback([o] { serve(*o); });
 }
 

@@ -8,6 +8,7 @@
 #include "server/api_error.h"
 #include "server/generation_call.h"
 #include "server/prometheus_metrics.h"
+#include "server/reasoning.h"
 #include "server/unix_time.h"
 #include "server/utf8_text.h"
 
@@ -54,10 +55,18 @@ void ApiServer::set_engine(std::shared_ptr<Engine> engine) {
   const ModelSession& session = engine->session();
   s->context.tokenizer = session.tokenizer.get();
   s->context.chat_template = session.chat_template.get();
+  if (!options_.chat_template.empty()) {
+    s->chat_template = std::make_unique<ChatTemplate>(options_.chat_template);
+    s->context.chat_template = s->chat_template.get();
+  }
+  s->context.default_template_kwargs = options_.chat_template_kwargs;
+  s->context.priority_scheduling = engine->config().policy == SchedulingPolicy::kPriority;
   s->context.vocab_size = std::min<std::int64_t>(session.config().vocab_size, session.tokenizer->vocab().size());
   s->context.max_model_len = engine->max_model_len();
   s->context.constraints = session.constraints.get();
-  s->context.tool_format = tool_format_of(session.chat_template->source());
+  s->context.tool_format = tool_format_of(s->context.chat_template->source());
+  s->context.reasoning = options_.reasoning_parser == "think" ||
+                         (options_.reasoning_parser == "auto" && template_thinks(s->context.chat_template->source()));
   s->context.served_model_name = options_.served_model_name;
   s->context.max_n = options_.max_n;
   s->context.allow_special_in_messages = options_.allow_special_in_messages;
@@ -255,8 +264,7 @@ void ApiServer::tokenize(const HttpRequest& req, HttpExchange& ex) {
   } else {
     auto prompt = get_string(body, "prompt");
     if (!prompt) bad_request("prompt", "give prompt (a string) or messages (a conversation) to tokenize");
-    if (!prompt->empty())
-      ids = tokenize_text(*prompt, s->context, get_bool(body, "add_special_tokens").value_or(true));
+    if (!prompt->empty()) ids = tokenize_text(*prompt, s->context, get_bool(body, "add_special_tokens").value_or(true));
   }
   ResponseJson out = {{"count", ids.size()}, {"max_model_len", s->context.max_model_len}, {"tokens", ids}};
   if (return_strs) {

@@ -38,6 +38,9 @@ struct ServerOptions {
   bool allow_special_in_messages = false;  // chat text may become special tokens (the old, unsafe reading)
   bool log_requests = true;                // one stderr line per request
   WebPageOptions web;                      // the page at / (server/web/)
+  std::string chat_template;               // --chat-template: this template's text instead of the model's
+  std::string reasoning_parser = "auto";   // --reasoning-parser: auto (when the template thinks), think, none
+  nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();  // defaults under a request's own
 };
 
 class ApiServer final : private HttpHandler {
@@ -66,6 +69,7 @@ class ApiServer final : private HttpHandler {
     std::shared_ptr<Engine> engine;
     ModelContext context;
     int max_choices_per_client = 0;
+    std::unique_ptr<ChatTemplate> chat_template;  // --chat-template, when given
   };
   using Method = void (ApiServer::*)(const HttpRequest&, HttpExchange&);
   struct Route {

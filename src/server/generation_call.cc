@@ -16,9 +16,12 @@ namespace {
 
 ApiError refusal(const EngineError& e) {
   switch (e.kind()) {
-    case EngineError::Kind::kBusy: return ApiError(429, e.what(), "", "rate_limit_exceeded");
-    case EngineError::Kind::kDraining: return ApiError(503, e.what());
-    case EngineError::Kind::kInvalid: break;
+    case EngineError::Kind::kBusy:
+      return ApiError(429, e.what(), "", "rate_limit_exceeded");
+    case EngineError::Kind::kDraining:
+      return ApiError(503, e.what());
+    case EngineError::Kind::kInvalid:
+      break;
   }
   return ApiError(400, e.what());
 }
@@ -153,6 +156,8 @@ void run_generation(const GenerationContext& context, GenerationJob job, HttpExc
     request.prompt = std::move(prompt);
     request.params = call.job.params;
     request.speculative = call.job.speculative;
+    request.priority = call.job.priority;
+    request.cache_salt = call.job.cache_salt;
     try {
       call.streams.push_back(context.engine->submit(std::move(request)));
     } catch (const EngineError& e) {

@@ -8,6 +8,7 @@
 #include "server/api_error.h"
 #include "server/chat_prompt.h"
 #include "server/http_message.h"
+#include "server/reasoning.h"
 #include "server/structured_output.h"
 #include "server/utf8_text.h"
 #include "tokenizer/jinja/error.h"
@@ -19,6 +20,8 @@ constexpr int kDefaultCompletionMaxTokens = 16;  // OpenAI's default for /v1/com
 constexpr std::size_t kMaxStopStrings = 64;
 constexpr std::size_t kMaxTemplateKwargs = 64;
 constexpr std::int64_t kIntMax = std::numeric_limits<int>::max();
+constexpr std::int64_t kIntMin = std::numeric_limits<int>::min();
+constexpr std::size_t kMaxCacheSaltBytes = 1024;
 constexpr std::int64_t kInt64Min = std::numeric_limits<std::int64_t>::min();
 constexpr std::int64_t kInt64Max = std::numeric_limits<std::int64_t>::max();
 
@@ -204,7 +207,7 @@ void refuse_special_text(const J& root, const char* param, const ModelContext& m
 // sets from what it validated, and never special-token text.
 nlohmann::ordered_json template_kwargs(const Json& body, const ModelContext& model) {
   const Json* kwargs = get_object(body, "chat_template_kwargs");
-  if (kwargs == nullptr) return nlohmann::ordered_json::object();
+  if (kwargs == nullptr) return model.default_template_kwargs;
   if (kwargs->size() > kMaxTemplateKwargs)
     bad_request("chat_template_kwargs", fmt::format("chat_template_kwargs has {} keys; at most {} are allowed",
                                                     kwargs->size(), kMaxTemplateKwargs));
@@ -215,7 +218,9 @@ nlohmann::ordered_json template_kwargs(const Json& body, const ModelContext& mod
                               "validated fields",
                               reserved));
   refuse_special_text(*kwargs, "chat_template_kwargs", model);
-  return nlohmann::ordered_json(*kwargs);
+  nlohmann::ordered_json out = model.default_template_kwargs;
+  for (const auto& [key, value] : kwargs->items()) out[key] = nlohmann::ordered_json(value);
+  return out;
 }
 
 // What both endpoints read alike: the model, sampling, speculation, streaming.
@@ -225,6 +230,21 @@ GenerationJob read_common(const Json& body, const ResponseJson& ordered, const M
   job.endpoint = endpoint;
   job.params = read_sampling(body, model);
   job.speculative = get_bool(body, "speculative").value_or(true);
+  job.tokens_as_ids = get_bool(body, "return_tokens_as_token_ids").value_or(false);
+  if (auto p = get_int(body, "priority", kIntMin, kIntMax)) {
+    if (*p != 0 && !model.priority_scheduling)
+      bad_request("priority",
+                  "priority is only honoured when the server schedules by it: start it with "
+                  "--scheduling-policy priority");
+    job.priority = static_cast<int>(*p);
+  }
+  if (auto salt = get_string(body, "cache_salt")) {
+    if (salt->empty()) bad_request("cache_salt", "cache_salt is an empty string; leave it out, or give a salt");
+    if (salt->size() > kMaxCacheSaltBytes)
+      bad_request("cache_salt",
+                  fmt::format("cache_salt has {} bytes; at most {} are allowed", salt->size(), kMaxCacheSaltBytes));
+    job.cache_salt = std::move(*salt);
+  }
   read_stream_flags(body, job);
   if (auto c = read_constraint(body, ordered)) {
     if (model.constraints == nullptr) bad_request(c->param, "this server does not constrain outputs");
@@ -479,6 +499,14 @@ GenerationJob parse_chat_request(const Json& body, const ResponseJson& ordered, 
   const bool add_generation_prompt = get_bool(body, "add_generation_prompt").value_or(true);
   job.prompts.push_back(tokenize_chat(body, ordered, model, add_generation_prompt, /*add_special_tokens=*/false));
   check_prompt_length(job.prompts[0], model, "messages");
+  job.reasoning = model.reasoning;
+  if (job.reasoning) {
+    // The prompt's last tokens say whether the template opened <think> for the model.
+    const std::vector<TokenId>& p = job.prompts[0];
+    const std::vector<TokenId> tail(p.end() - std::min<std::ptrdiff_t>(16, static_cast<std::ptrdiff_t>(p.size())),
+                                    p.end());
+    job.reasoning_starts_inside = prompt_opens_thinking(model.tokenizer->decode(tail, /*render_special=*/true));
+  }
   finish_params(job, model);
   return job;
 }

@@ -27,6 +27,9 @@ struct ModelContext {
   bool allow_special_in_messages = false;         // chat content may hold special tokens (the old reading)
   ConstraintCompiler* constraints = nullptr;      // structured outputs (null: refused)
   ToolFormat tool_format = ToolFormat::kGeneric;  // how the chat template writes tool calls
+  nlohmann::ordered_json default_template_kwargs = nlohmann::ordered_json::object();  // --chat-template-kwargs
+  bool priority_scheduling = false;  // the engine schedules by `priority` (--scheduling-policy priority)
+  bool reasoning = false;            // chat answers split <think> text into reasoning_content
 };
 
 enum class Endpoint { kCompletions, kChatCompletions };
@@ -41,8 +44,13 @@ struct GenerationJob {
   bool echo = false;                 // completions: the prompt text leads each choice
   bool logprobs = false;             // logprobs asked for (params.logprobs holds the top-n)
   bool speculative = true;           // may use the server's speculative decoding ("speculative": false turns it off)
+  int priority = 0;                  // lower runs first under --scheduling-policy priority
+  std::string cache_salt;            // requests share cached prefixes only with the same salt
+  bool tokens_as_ids = false;        // return_tokens_as_token_ids: logprobs name tokens "token_id:N"
   std::optional<ToolRequest> tools;  // chat: the request's tools
   ToolFormat tool_format = ToolFormat::kGeneric;
+  bool reasoning = false;                // split <think> text into reasoning_content
+  bool reasoning_starts_inside = false;  // the prompt ends inside an open <think>
 
   // Whether each choice's output is read for tool calls.
   bool parses_tool_calls() const { return tools && tools->parses_output(); }

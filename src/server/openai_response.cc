@@ -43,6 +43,10 @@ ResponseBuilder::ResponseBuilder(const GenerationJob& job, const Tokenizer& toke
   finish_.resize(choices);
   offset_.assign(choices, 0);
   logprobs_.assign(choices, ResponseJson(nullptr));
+  if (chat_ && job.reasoning) {
+    reasoners_.assign(choices, ReasoningParser(job.reasoning_starts_inside));
+    reasoning_.resize(choices);
+  }
   if (chat_ && job.parses_tool_calls()) {
     parsers_.assign(choices, ToolCallParser(job.tool_format));
     calls_.assign(choices, ResponseJson::array());
@@ -69,6 +73,7 @@ std::string ResponseBuilder::piece(TokenId id, bool render_special) const {
 }
 
 std::string ResponseBuilder::token_text(TokenId id) const {
+  if (job_.tokens_as_ids) return fmt::format("token_id:{}", id);
   if (!tokenizer_.vocab().contains(id)) return fmt::format("<unknown token {}>", id);
   std::string piece = tokenizer_.token_to_piece(id, /*render_special=*/true);
   if (utf8::is_valid(piece)) return piece;
@@ -78,15 +83,30 @@ std::string ResponseBuilder::token_text(TokenId id) const {
   return out;
 }
 
-std::vector<ToolEvent> ResponseBuilder::tool_events(int choice, const CompletionDelta& delta) {
-  if (parsers_.empty()) {
-    if (delta.text.empty()) return {};
-    return {ToolEvent{ToolEvent::Kind::kContent, 0, delta.text, {}}};
+std::vector<OutputEvent> ResponseBuilder::tool_events(int choice, const CompletionDelta& delta) {
+  const auto c = static_cast<std::size_t>(choice);
+  // Reasoning first: the answer after it is what may call tools.
+  std::vector<ReasoningParser::Piece> pieces;
+  if (reasoners_.empty()) {
+    pieces.push_back({false, delta.text});
+  } else {
+    pieces = reasoners_[c].feed(delta.text);
+    if (delta.finish_reason)
+      for (ReasoningParser::Piece& p : reasoners_[c].finish()) pieces.push_back(std::move(p));
   }
-  ToolCallParser& parser = parsers_[static_cast<std::size_t>(choice)];
-  std::vector<ToolEvent> events = parser.feed(delta.text);
-  if (delta.finish_reason)
-    for (ToolEvent& e : parser.finish()) events.push_back(std::move(e));
+  std::vector<OutputEvent> events;
+  for (ReasoningParser::Piece& p : pieces) {
+    if (p.text.empty()) continue;
+    if (p.reasoning) {
+      events.push_back({OutputEvent::Kind::kReasoning, 0, std::move(p.text), {}});
+    } else if (parsers_.empty()) {
+      events.push_back({OutputEvent::Kind::kContent, 0, std::move(p.text), {}});
+    } else {
+      for (OutputEvent& e : parsers_[c].feed(p.text)) events.push_back(std::move(e));
+    }
+  }
+  if (delta.finish_reason && !parsers_.empty())
+    for (OutputEvent& e : parsers_[c].finish()) events.push_back(std::move(e));
   return events;
 }
 
@@ -167,22 +187,25 @@ std::vector<ResponseJson> ResponseBuilder::opening_chunks() {
 
 ResponseJson ResponseBuilder::chunk(int prompt, const CompletionDelta& delta) {
   const int c = choice_of(prompt, delta);
-  std::string content = delta.text;
+  std::string content = delta.text, reasoning;
   ResponseJson calls = ResponseJson::array();
   if (chat_) {
     content.clear();
-    for (ToolEvent& e : tool_events(c, delta)) {
+    for (OutputEvent& e : tool_events(c, delta)) {
       switch (e.kind) {
-        case ToolEvent::Kind::kContent:
+        case OutputEvent::Kind::kContent:
           content += e.text;
           break;
-        case ToolEvent::Kind::kCallStart:
+        case OutputEvent::Kind::kReasoning:
+          reasoning += e.text;
+          break;
+        case OutputEvent::Kind::kCallStart:
           calls.push_back(ResponseJson{{"index", e.index},
                                        {"id", std::move(e.id)},
                                        {"type", "function"},
                                        {"function", {{"name", std::move(e.text)}, {"arguments", ""}}}});
           break;
-        case ToolEvent::Kind::kArguments:
+        case OutputEvent::Kind::kArguments:
           if (!calls.empty() && calls.back()["index"] == e.index) {
             calls.back()["function"]["arguments"] = calls.back()["function"]["arguments"].get<std::string>() + e.text;
           } else {
@@ -195,13 +218,14 @@ ResponseJson ResponseBuilder::chunk(int prompt, const CompletionDelta& delta) {
   const std::string finish_text = delta.finish_reason ? finish_name(c, *delta.finish_reason) : std::string();
   if (delta.finish_reason) finish_[static_cast<std::size_t>(c)] = finish_text;
   const bool has_logprobs = job_.logprobs && !delta.logprobs.empty();
-  if (content.empty() && calls.empty() && !has_logprobs && !delta.finish_reason) return nullptr;
+  if (content.empty() && reasoning.empty() && calls.empty() && !has_logprobs && !delta.finish_reason) return nullptr;
   ResponseJson logprobs = logprobs_json(c, delta);
   ResponseJson finish = delta.finish_reason ? ResponseJson(finish_text) : ResponseJson(nullptr);
   ResponseJson out;
   if (chat_) {
     out = envelope("chat.completion.chunk");
     ResponseJson d = ResponseJson::object();
+    if (!reasoning.empty()) d["reasoning_content"] = std::move(reasoning);
     if (!content.empty()) d["content"] = std::move(content);
     if (!calls.empty()) d["tool_calls"] = std::move(calls);
     out["choices"] = ResponseJson::array({ResponseJson{{"index", c},
@@ -235,17 +259,20 @@ void ResponseBuilder::add(int prompt, const CompletionDelta& delta) {
   const int c = choice_of(prompt, delta);
   const auto i = static_cast<std::size_t>(c);
   if (chat_) {
-    for (ToolEvent& e : tool_events(c, delta)) {
+    for (OutputEvent& e : tool_events(c, delta)) {
       switch (e.kind) {
-        case ToolEvent::Kind::kContent:
+        case OutputEvent::Kind::kContent:
           text_[i] += e.text;
           break;
-        case ToolEvent::Kind::kCallStart:
+        case OutputEvent::Kind::kReasoning:
+          reasoning_[i] += e.text;
+          break;
+        case OutputEvent::Kind::kCallStart:
           calls_[i].push_back(ResponseJson{{"id", std::move(e.id)},
                                            {"type", "function"},
                                            {"function", {{"name", std::move(e.text)}, {"arguments", ""}}}});
           break;
-        case ToolEvent::Kind::kArguments: {
+        case OutputEvent::Kind::kArguments: {
           ResponseJson& args = calls_[i][static_cast<std::size_t>(e.index)]["function"]["arguments"];
           args = args.get<std::string>() + e.text;
           break;
@@ -276,6 +303,8 @@ ResponseJson ResponseBuilder::response(const Usage& usage) const {
                               {"content", called && text_[c].empty() ? ResponseJson(nullptr) : ResponseJson(text_[c])},
                               {"refusal", nullptr}};
       if (called) message["tool_calls"] = calls_[c];
+      if (!reasoning_.empty())
+        message["reasoning_content"] = reasoning_[c].empty() ? ResponseJson(nullptr) : ResponseJson(reasoning_[c]);
       choices.push_back(ResponseJson{{"index", c},
                                      {"message", std::move(message)},
                                      {"logprobs", logprobs_[c]},

@@ -285,9 +285,9 @@ std::string new_tool_call_id() {
 
 ToolCallParser::ToolCallParser(ToolFormat format) : format_(format) {}
 
-std::vector<ToolEvent> ToolCallParser::feed(std::string_view text) {
+std::vector<OutputEvent> ToolCallParser::feed(std::string_view text) {
   pending_ += text;
-  std::vector<ToolEvent> out;
+  std::vector<OutputEvent> out;
   if (format_ == ToolFormat::kHermes || format_ == ToolFormat::kGeneric) {
     feed_hermes(out, false);
   } else {
@@ -296,8 +296,8 @@ std::vector<ToolEvent> ToolCallParser::feed(std::string_view text) {
   return out;
 }
 
-std::vector<ToolEvent> ToolCallParser::finish() {
-  std::vector<ToolEvent> out;
+std::vector<OutputEvent> ToolCallParser::finish() {
+  std::vector<OutputEvent> out;
   if (format_ == ToolFormat::kHermes || format_ == ToolFormat::kGeneric) {
     feed_hermes(out, true);
   } else {
@@ -306,20 +306,20 @@ std::vector<ToolEvent> ToolCallParser::finish() {
   return out;
 }
 
-void ToolCallParser::emit_call(std::vector<ToolEvent>& out, const std::string& name, const std::string& arguments) {
+void ToolCallParser::emit_call(std::vector<OutputEvent>& out, const std::string& name, const std::string& arguments) {
   const int index = num_calls_++;
-  out.push_back({ToolEvent::Kind::kCallStart, index, name, new_tool_call_id()});
-  out.push_back({ToolEvent::Kind::kArguments, index, arguments, {}});
+  out.push_back({OutputEvent::Kind::kCallStart, index, name, new_tool_call_id()});
+  out.push_back({OutputEvent::Kind::kArguments, index, arguments, {}});
 }
 
-void ToolCallParser::feed_hermes(std::vector<ToolEvent>& out, bool at_end) {
+void ToolCallParser::feed_hermes(std::vector<OutputEvent>& out, bool at_end) {
   auto content = [&](std::string_view text) {
     // White space between or after calls is layout, not an answer.
     if (text.empty() || (num_calls_ > 0 && only_space(text))) return;
-    if (!out.empty() && out.back().kind == ToolEvent::Kind::kContent) {
+    if (!out.empty() && out.back().kind == OutputEvent::Kind::kContent) {
       out.back().text += text;
     } else {
-      out.push_back({ToolEvent::Kind::kContent, 0, std::string(text), {}});
+      out.push_back({OutputEvent::Kind::kContent, 0, std::string(text), {}});
     }
   };
   for (;;) {
@@ -365,7 +365,7 @@ void ToolCallParser::feed_hermes(std::vector<ToolEvent>& out, bool at_end) {
       ready.remove_suffix(partial_tag(ready, kCallClose));
       while (!ready.empty() && (is_space(ready.back()) || ready.back() == '}')) ready.remove_suffix(1);
       if (ready.size() > args_sent_) {
-        out.push_back({ToolEvent::Kind::kArguments, num_calls_ - 1, std::string(ready.substr(args_sent_)), {}});
+        out.push_back({OutputEvent::Kind::kArguments, num_calls_ - 1, std::string(ready.substr(args_sent_)), {}});
         args_sent_ = ready.size();
       }
     }
@@ -373,35 +373,35 @@ void ToolCallParser::feed_hermes(std::vector<ToolEvent>& out, bool at_end) {
   }
 }
 
-void ToolCallParser::open_call_hermes(std::vector<ToolEvent>& out) {
+void ToolCallParser::open_call_hermes(std::vector<OutputEvent>& out) {
   const PrefixMatch m = match_hermes_prefix(pending_);
   if (m.state != Prefix::kYes) return;  // kNo: read whole at the closing tag
   const int index = num_calls_++;
-  out.push_back({ToolEvent::Kind::kCallStart, index, m.name, new_tool_call_id()});
+  out.push_back({OutputEvent::Kind::kCallStart, index, m.name, new_tool_call_id()});
   pending_.erase(0, m.end);
   call_started_ = true;
 }
 
-void ToolCallParser::close_call_hermes(std::vector<ToolEvent>& out, std::string_view body, bool streamed_start) {
+void ToolCallParser::close_call_hermes(std::vector<OutputEvent>& out, std::string_view body, bool streamed_start) {
   if (streamed_start) {
     std::string_view args = trim_right(body);
     if (!args.empty() && args.back() == '}') args.remove_suffix(1);  // the call object's own
     args = trim_right(args);
     if (args.size() > args_sent_)
-      out.push_back({ToolEvent::Kind::kArguments, num_calls_ - 1, std::string(args.substr(args_sent_)), {}});
+      out.push_back({OutputEvent::Kind::kArguments, num_calls_ - 1, std::string(args.substr(args_sent_)), {}});
     return;
   }
   const std::optional<ResponseJson> v = parse_ordered(trim_left(body));
   const auto call = v ? read_call(*v) : std::nullopt;
   if (!call) {  // not a call after all: the text as it was written
     std::string text = std::string(kCallOpen) + std::string(body) + std::string(kCallClose);
-    out.push_back({ToolEvent::Kind::kContent, 0, std::move(text), {}});
+    out.push_back({OutputEvent::Kind::kContent, 0, std::move(text), {}});
     return;
   }
   emit_call(out, call->first, call->second);
 }
 
-void ToolCallParser::feed_whole(std::vector<ToolEvent>& out, bool at_end) {
+void ToolCallParser::feed_whole(std::vector<OutputEvent>& out, bool at_end) {
   if (!decided_) {
     const std::string_view head = trim_left(pending_);
     const std::string_view tags[] = {format_ == ToolFormat::kMistral ? kMistralTag : kPythonTag};
@@ -421,7 +421,7 @@ void ToolCallParser::feed_whole(std::vector<ToolEvent>& out, bool at_end) {
     decided_ = true;
   }
   if (!whole_) {
-    if (!pending_.empty()) out.push_back({ToolEvent::Kind::kContent, 0, std::move(pending_), {}});
+    if (!pending_.empty()) out.push_back({OutputEvent::Kind::kContent, 0, std::move(pending_), {}});
     pending_.clear();
     return;
   }
@@ -457,7 +457,7 @@ void ToolCallParser::feed_whole(std::vector<ToolEvent>& out, bool at_end) {
     }
   }
   if (!ok || calls.empty()) {
-    out.push_back({ToolEvent::Kind::kContent, 0, std::move(pending_), {}});
+    out.push_back({OutputEvent::Kind::kContent, 0, std::move(pending_), {}});
   } else {
     for (const auto& [name, args] : calls) emit_call(out, name, args);
   }

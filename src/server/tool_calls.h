@@ -57,9 +57,10 @@ std::optional<ConstraintSpec> tool_constraint(const ToolRequest& tools, ToolForm
 std::string generic_tools_prompt(const ToolRequest& tools);
 
 // One piece of a choice's output: text for `content`, the start of call
-// `index` (its id and name) or a fragment of its arguments (JSON text).
-struct ToolEvent {
-  enum class Kind { kContent, kCallStart, kArguments };
+// `index` (its id and name), a fragment of its arguments (JSON text), or
+// (from the reasoning parser) text for `reasoning_content`.
+struct OutputEvent {
+  enum class Kind { kContent, kCallStart, kArguments, kReasoning };
   Kind kind = Kind::kContent;
   int index = 0;
   std::string text;  // content, the function's name, or an arguments fragment
@@ -73,17 +74,17 @@ class ToolCallParser {
  public:
   explicit ToolCallParser(ToolFormat format);
 
-  std::vector<ToolEvent> feed(std::string_view text);
+  std::vector<OutputEvent> feed(std::string_view text);
   // The output ended: what was held back.
-  std::vector<ToolEvent> finish();
+  std::vector<OutputEvent> finish();
   int num_calls() const { return num_calls_; }
 
  private:
-  void feed_hermes(std::vector<ToolEvent>& out, bool at_end);
-  void open_call_hermes(std::vector<ToolEvent>& out);
-  void close_call_hermes(std::vector<ToolEvent>& out, std::string_view body, bool streamed_start);
-  void feed_whole(std::vector<ToolEvent>& out, bool at_end);
-  void emit_call(std::vector<ToolEvent>& out, const std::string& name, const std::string& arguments);
+  void feed_hermes(std::vector<OutputEvent>& out, bool at_end);
+  void open_call_hermes(std::vector<OutputEvent>& out);
+  void close_call_hermes(std::vector<OutputEvent>& out, std::string_view body, bool streamed_start);
+  void feed_whole(std::vector<OutputEvent>& out, bool at_end);
+  void emit_call(std::vector<OutputEvent>& out, const std::string& name, const std::string& arguments);
 
   ToolFormat format_;
   std::string pending_;        // text not yet given out

@@ -134,7 +134,7 @@ def test_a_round_trip_renders_the_call_and_its_result(smol, qwen):
         # The prompt holds the call and the result as the template writes them.
         shown = httpx.post(server.url + "/tokenize", timeout=60, json={
             "messages": history, "tools": TOOLS, "return_token_strs": True}).json()
-        text = "".join(shown["token_strs"]).replace("Ġ", " ").replace("Ċ", "\n")
+        text = "".join(shown["token_strs"])
         assert "<tool_response>" in text and "sunny" in text, text
         assert "<tool_call>" in text and call.function.name in text, text
 
@@ -142,7 +142,7 @@ def test_a_round_trip_renders_the_call_and_its_result(smol, qwen):
 def test_tools_reach_the_template_in_the_order_written(qwen):
     shown = httpx.post(qwen.url + "/tokenize", timeout=60, json={
         "messages": ASK, "tools": [WEATHER], "return_token_strs": True}).json()
-    text = "".join(shown["token_strs"]).replace("Ġ", " ").replace("Ċ", "\n")
+    text = "".join(shown["token_strs"])
     assert "<tools>" in text, text
     # As written: zone before city, name before parameters (sorted keys would swap both).
     assert text.index('"zone"') < text.index('"city"'), text

@@ -6,10 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <fstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "server/api_error.h"
+#include "server/reasoning.h"
 
 namespace folio::server {
 namespace {
@@ -28,19 +31,22 @@ struct Reading {
 Reading read(ToolFormat format, const std::string& text, std::size_t piece) {
   ToolCallParser parser(format);
   Reading r;
-  auto fold = [&](const std::vector<ToolEvent>& events) {
-    for (const ToolEvent& e : events) {
+  auto fold = [&](const std::vector<OutputEvent>& events) {
+    for (const OutputEvent& e : events) {
       switch (e.kind) {
-        case ToolEvent::Kind::kContent:
+        case OutputEvent::Kind::kContent:
           r.content += e.text;
           break;
-        case ToolEvent::Kind::kCallStart:
+        case OutputEvent::Kind::kCallStart:
           EXPECT_EQ(e.index, static_cast<int>(r.calls.size()));
           r.calls.push_back({e.id, e.text, ""});
           break;
-        case ToolEvent::Kind::kArguments:
+        case OutputEvent::Kind::kArguments:
           EXPECT_EQ(e.index, static_cast<int>(r.calls.size()) - 1);
           r.calls.at(static_cast<std::size_t>(e.index)).arguments += e.text;
+          break;
+        case OutputEvent::Kind::kReasoning:
+          ADD_FAILURE() << "a tool parser gives no reasoning";
           break;
       }
     }
@@ -140,6 +146,57 @@ TEST(ToolCallParserTest, TheFormatComesFromTheTemplate) {
   EXPECT_EQ(tool_format_of("{{- '[TOOL_CALLS] ' }}"), ToolFormat::kMistral);
   EXPECT_EQ(tool_format_of("{%- if tools %}{{ '\"parameters\": ' }}{% endif %}"), ToolFormat::kLlama3);
   EXPECT_EQ(tool_format_of("{% for m in messages %}{{ m.content }}{% endfor %}"), ToolFormat::kGeneric);
+}
+
+TEST(ToolCallParserTest, TheServedFamiliesTemplatesAreToldApart) {
+  auto format_of = [](const char* name) {
+    std::ifstream in(std::string(FOLIO_SOURCE_DIR) + "/tests/data/chat_templates/" + name, std::ios::binary);
+    EXPECT_TRUE(in) << name;
+    return tool_format_of(std::string(std::istreambuf_iterator<char>(in), {}));
+  };
+  EXPECT_EQ(format_of("qwen2.5-coder-0.5b-instruct.jinja"), ToolFormat::kHermes);
+  EXPECT_EQ(format_of("qwen3-0.6b.jinja"), ToolFormat::kHermes);
+  EXPECT_EQ(format_of("llama-3.1-8b-instruct.jinja"), ToolFormat::kLlama3);
+  EXPECT_EQ(format_of("llama-3.2-1b-instruct.jinja"), ToolFormat::kLlama3);
+  EXPECT_EQ(format_of("mistral-7b-instruct-v0.3.jinja"), ToolFormat::kMistral);
+  EXPECT_EQ(format_of("smollm2-135m-instruct.jinja"), ToolFormat::kGeneric);
+  EXPECT_EQ(format_of("gemma-3-it.jinja"), ToolFormat::kGeneric);
+}
+
+// Reasoning pieces folded, the output fed `piece` bytes at a time.
+std::pair<std::string, std::string> think(bool inside, const std::string& text, std::size_t piece) {
+  ReasoningParser parser(inside);
+  std::string reasoning, content;
+  auto fold = [&](const std::vector<ReasoningParser::Piece>& pieces) {
+    for (const auto& p : pieces) (p.reasoning ? reasoning : content) += p.text;
+  };
+  for (std::size_t at = 0; at < text.size(); at += piece) fold(parser.feed(text.substr(at, piece)));
+  fold(parser.finish());
+  return {reasoning, content};
+}
+
+TEST(ReasoningParserTest, ThinkingIsToldApartFromTheAnswerAtEveryPieceSize) {
+  const std::vector<std::tuple<bool, std::string, std::string, std::string>> cases = {
+      {false, "<think>\nLet me add.\n</think>\n\nIt is 4.", "\nLet me add.\n", "It is 4."},
+      {false, "  <think>a</think>b", "a", "b"},
+      {false, "No thinking here.", "", "No thinking here."},
+      {false, "<thin", "", "<thin"},                                       // a cut-off tag that never opened
+      {true, "started inside</think>answer", "started inside", "answer"},  // DeepSeek-R1's template opens it
+      {true, "cut off while thinking", "cut off while thinking", ""},
+      {false, "<think>x</think>", "x", ""},
+      {false, "a <think>b</think>", "", "a <think>b</think>"},  // only a leading tag opens thinking
+  };
+  for (const auto& [inside, text, reasoning, content] : cases)
+    for (std::size_t piece = 1; piece <= text.size() + 1; ++piece) {
+      const auto [r, c] = think(inside, text, piece);
+      EXPECT_EQ(r, reasoning) << text << " in pieces of " << piece;
+      EXPECT_EQ(c, content) << text << " in pieces of " << piece;
+    }
+  EXPECT_TRUE(prompt_opens_thinking("<|Assistant|><think>\n"));
+  EXPECT_FALSE(prompt_opens_thinking("<|im_start|>assistant\n<think>\n\n</think>\n\n"));
+  EXPECT_FALSE(prompt_opens_thinking("<|im_start|>assistant\n"));
+  EXPECT_TRUE(template_thinks("{{ '<think>' }}...{{ '</think>' }}"));
+  EXPECT_FALSE(template_thinks("{{ messages }}"));
 }
 
 int status_of(const std::string& body) {

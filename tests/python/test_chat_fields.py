@@ -1,0 +1,129 @@
+"""Reasoning and the other chat fields against a real `folio serve`.
+
+Reasoning: no packaged model thinks on its own, so SmolLM2 is made to by a
+regex constraint (real tokens from a real model), and the server splits its
+<think> text into reasoning_content, streamed and not; under DeepSeek-R1's
+template (--chat-template) the prompt opens <think> and the output starts
+inside it. Qwen3's template takes enable_thinking from --chat-template-kwargs,
+which a request overrides. Then priority (--scheduling-policy), cache_salt
+and return_tokens_as_token_ids."""
+import httpx
+import openai
+import pytest
+
+from conftest import SOURCE_DIR, start_folio_server
+
+TEMPLATES = SOURCE_DIR / "tests" / "data" / "chat_templates"
+ASK = [{"role": "user", "content": "What is two plus two?"}]
+
+
+@pytest.fixture(scope="module")
+def thinking(tmp_path_factory):
+    s = start_folio_server(tmp_path_factory, "fields-think", "--max-model-len", "2048", "--kv-cache-memory", "256MiB",
+                           "--reasoning-parser", "think", "--scheduling-policy", "priority")
+    yield s
+    assert s.stop() == 0, s.log()
+
+
+@pytest.fixture(scope="module")
+def deepseek(tmp_path_factory):
+    s = start_folio_server(tmp_path_factory, "fields-deepseek", "--max-model-len", "2048", "--kv-cache-memory",
+                           "256MiB", "--chat-template", str(TEMPLATES / "deepseek-r1-distill-qwen.jinja"))
+    yield s
+    assert s.stop() == 0, s.log()
+
+
+@pytest.fixture(scope="module")
+def qwen3(tmp_path_factory):
+    s = start_folio_server(tmp_path_factory, "fields-qwen3", "--max-model-len", "2048", "--kv-cache-memory", "256MiB",
+                           "--chat-template", str(TEMPLATES / "qwen3-0.6b.jinja"),
+                           "--chat-template-kwargs", '{"enable_thinking": false}')
+    yield s
+    assert s.stop() == 0, s.log()
+
+
+def client_of(server):
+    return openai.OpenAI(base_url=server.base_url, api_key="unused", max_retries=0, timeout=120)
+
+
+def chat(server, **request):
+    request = {"messages": ASK, "temperature": 0, "max_tokens": 60, **request}
+    return client_of(server).chat.completions.create(model=client_of(server).models.list().data[0].id, **request)
+
+
+def streamed(server, **request):
+    reasoning, content, finish = "", "", None
+    for chunk in chat(server, stream=True, **request):
+        if chunk.choices:
+            d = chunk.choices[0].delta
+            reasoning += getattr(d, "reasoning_content", None) or ""
+            content += d.content or ""
+            finish = chunk.choices[0].finish_reason or finish
+    return reasoning, content, finish
+
+
+def think_regex(opening=True):
+    return {"structured_outputs": {"regex": ("<think>" if opening else "") + r"[a-z ]{3,30}</think>[A-Za-z ]{3,30}"}}
+
+
+def test_thinking_goes_to_reasoning_content_and_the_answer_to_content(thinking):
+    body = think_regex()
+    r = chat(thinking, extra_body=body).choices[0]
+    reasoning, content = r.message.reasoning_content, r.message.content
+    assert reasoning and content, r
+    assert "<think>" not in reasoning + content and "</think>" not in reasoning + content, r
+    s_reasoning, s_content, finish = streamed(thinking, extra_body=body)
+    assert (s_reasoning, s_content) == (reasoning, content)
+    assert finish == r.finish_reason
+
+
+def test_a_template_that_opens_thinking_starts_the_output_inside_it(deepseek):
+    shown = httpx.post(deepseek.url + "/tokenize", timeout=60, json={"messages": ASK, "return_token_strs": True}).json()
+    assert "".join(shown["token_strs"]).endswith("<think>\n"), shown["token_strs"][-6:]
+    r = chat(deepseek, extra_body=think_regex(opening=False)).choices[0]
+    assert r.message.reasoning_content and r.message.content, r
+    assert "</think>" not in r.message.reasoning_content + r.message.content
+    assert streamed(deepseek, extra_body=think_regex(opening=False))[:2] == (r.message.reasoning_content,
+                                                                            r.message.content)
+
+
+def test_template_kwargs_default_from_the_flag_and_a_request_overrides_them(qwen3):
+    def prompt_end(**fields):
+        shown = httpx.post(qwen3.url + "/tokenize", timeout=60,
+                           json={"messages": ASK, "return_token_strs": True, **fields}).json()
+        return "".join(shown["token_strs"])[-40:]
+    assert prompt_end().endswith("assistant\n<think>\n\n</think>\n\n")  # enable_thinking false, from the flag
+    assert prompt_end(chat_template_kwargs={"enable_thinking": True}).endswith("assistant\n")
+    # Qwen3's template thinks in <think>: the parser is on by default there.
+    r = chat(qwen3, extra_body={**think_regex(), "chat_template_kwargs": {"enable_thinking": True}}).choices[0]
+    assert r.message.reasoning_content and r.message.content, r
+
+
+def test_priority_needs_the_priority_policy(thinking, qwen3):
+    assert chat(thinking, max_tokens=2, extra_body={"priority": -5}).choices[0].finish_reason == "length"
+    with pytest.raises(openai.BadRequestError) as e:
+        chat(qwen3, max_tokens=2, extra_body={"priority": 3})
+    assert "--scheduling-policy priority" in str(e.value)
+    assert chat(qwen3, max_tokens=2, extra_body={"priority": 0}).choices[0].finish_reason == "length"
+
+
+def test_cache_salt_keeps_prefixes_apart(thinking):
+    long_ask = [{"role": "user", "content": "Tell me about the sea. " * 40}]
+    def cached(salt):
+        body = {"cache_salt": salt}
+        r = client_of(thinking).chat.completions.create(model="smollm2-135m-instruct-q4_1", messages=long_ask,
+                                                        max_tokens=1, extra_body=body)
+        return r.usage.prompt_tokens_details.cached_tokens
+    cached("tenant-a")
+    assert cached("tenant-a") > 0       # the same salt shares the prefix
+    assert cached("tenant-b") == 0      # another salt does not
+    with pytest.raises(openai.BadRequestError):
+        cached("")
+
+
+def test_tokens_can_be_named_by_their_ids(thinking):
+    r = chat(thinking, max_tokens=3, logprobs=True, top_logprobs=2,
+             extra_body={"return_tokens_as_token_ids": True}).choices[0]
+    for t in r.logprobs.content:
+        assert t.token.startswith("token_id:") and int(t.token.split(":")[1]) >= 0, t
+        assert all(alt.token.startswith("token_id:") for alt in t.top_logprobs)
