@@ -43,12 +43,9 @@ ResponseBuilder::ResponseBuilder(const GenerationJob& job, const Tokenizer& toke
   finish_.resize(choices);
   offset_.assign(choices, 0);
   logprobs_.assign(choices, ResponseJson(nullptr));
-  if (chat_ && job.reasoning) {
-    reasoners_.assign(choices, ReasoningParser(job.reasoning_starts_inside));
+  if (chat_) {
+    readers_.assign(choices, ChoiceReader(job));
     reasoning_.resize(choices);
-  }
-  if (chat_ && job.parses_tool_calls()) {
-    parsers_.assign(choices, ToolCallParser(job.tool_format));
     calls_.assign(choices, ResponseJson::array());
   }
   for (std::size_t c = 0; c < choices; ++c) {
@@ -84,36 +81,12 @@ std::string ResponseBuilder::token_text(TokenId id) const {
 }
 
 std::vector<OutputEvent> ResponseBuilder::tool_events(int choice, const CompletionDelta& delta) {
-  const auto c = static_cast<std::size_t>(choice);
-  // Reasoning first: the answer after it is what may call tools.
-  std::vector<ReasoningParser::Piece> pieces;
-  if (reasoners_.empty()) {
-    pieces.push_back({false, delta.text});
-  } else {
-    pieces = reasoners_[c].feed(delta.text);
-    if (delta.finish_reason)
-      for (ReasoningParser::Piece& p : reasoners_[c].finish()) pieces.push_back(std::move(p));
-  }
-  std::vector<OutputEvent> events;
-  for (ReasoningParser::Piece& p : pieces) {
-    if (p.text.empty()) continue;
-    if (p.reasoning) {
-      events.push_back({OutputEvent::Kind::kReasoning, 0, std::move(p.text), {}});
-    } else if (parsers_.empty()) {
-      events.push_back({OutputEvent::Kind::kContent, 0, std::move(p.text), {}});
-    } else {
-      for (OutputEvent& e : parsers_[c].feed(p.text)) events.push_back(std::move(e));
-    }
-  }
-  if (delta.finish_reason && !parsers_.empty())
-    for (OutputEvent& e : parsers_[c].finish()) events.push_back(std::move(e));
-  return events;
+  return readers_[static_cast<std::size_t>(choice)].read(delta);
 }
 
 std::string ResponseBuilder::finish_name(int choice, FinishReason reason) const {
-  if (reason == FinishReason::kStop && !parsers_.empty() && parsers_[static_cast<std::size_t>(choice)].num_calls() > 0)
-    return "tool_calls";
-  return finish_reason_name(reason);
+  return readers_.empty() ? std::string(finish_reason_name(reason))
+                          : readers_[static_cast<std::size_t>(choice)].finish_name(reason);
 }
 
 ResponseJson ResponseBuilder::envelope(const char* object) const {
@@ -303,7 +276,7 @@ ResponseJson ResponseBuilder::response(const Usage& usage) const {
                               {"content", called && text_[c].empty() ? ResponseJson(nullptr) : ResponseJson(text_[c])},
                               {"refusal", nullptr}};
       if (called) message["tool_calls"] = calls_[c];
-      if (!reasoning_.empty())
+      if (job_.reasoning)
         message["reasoning_content"] = reasoning_[c].empty() ? ResponseJson(nullptr) : ResponseJson(reasoning_[c]);
       choices.push_back(ResponseJson{{"index", c},
                                      {"message", std::move(message)},

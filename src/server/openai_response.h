@@ -10,10 +10,9 @@
 #include <vector>
 
 #include "engine/request_output.h"
+#include "server/choice_reader.h"
 #include "server/json_fields.h"
 #include "server/openai_request.h"
-#include "server/reasoning.h"
-#include "server/tool_calls.h"
 
 namespace folio::server {
 
@@ -49,9 +48,7 @@ class ResponseBuilder {
   // character), and its raw bytes ("" for ids outside the tokenizer).
   std::string token_text(TokenId id) const;
   std::string piece(TokenId id, bool render_special) const;
-  // The choice's text through its reasoning parser and its tool-call parser
-  // (when the job has them), to its finish; the finish reason becomes
-  // "tool_calls" when a call was made and the model stopped by itself.
+  // The choice's text through its ChoiceReader (chat), and its finish reason.
   std::vector<OutputEvent> tool_events(int choice, const CompletionDelta& delta);
   std::string finish_name(int choice, FinishReason reason) const;
 
@@ -62,14 +59,13 @@ class ResponseBuilder {
   std::int64_t created_;
   int n_;
   bool chat_;
-  std::vector<std::string> text_;           // [num_choices] non-streaming text
-  std::vector<ResponseJson> logprobs_;      // [num_choices] non-streaming logprobs (null when not asked)
-  std::vector<std::string> finish_;         // [num_choices]
-  std::vector<std::int64_t> offset_;        // [num_choices] completions: text_offset of the next token
-  std::vector<ReasoningParser> reasoners_;  // [num_choices] when the job splits out reasoning
-  std::vector<std::string> reasoning_;      // [num_choices] non-streaming reasoning text
-  std::vector<ToolCallParser> parsers_;     // [num_choices] when the job reads tool calls
-  std::vector<ResponseJson> calls_;         // [num_choices] non-streaming: the tool_calls so far
+  std::vector<std::string> text_;       // [num_choices] non-streaming text
+  std::vector<ResponseJson> logprobs_;  // [num_choices] non-streaming logprobs (null when not asked)
+  std::vector<std::string> finish_;     // [num_choices]
+  std::vector<std::int64_t> offset_;    // [num_choices] completions: text_offset of the next token
+  std::vector<ChoiceReader> readers_;   // [num_choices] chat
+  std::vector<std::string> reasoning_;  // [num_choices] chat, non-streaming: reasoning text
+  std::vector<ResponseJson> calls_;     // [num_choices] chat, non-streaming: the tool_calls so far
 };
 
 // "cmpl-..." / "chatcmpl-..." ids, unique within a server run.
