@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "core/version.h"
+#include "server/anthropic_messages.h"
 #include "server/api_error.h"
 #include "server/generation_call.h"
 #include "server/prometheus_metrics.h"
@@ -108,7 +109,8 @@ std::shared_ptr<const ApiServer::Served> ApiServer::served(bool for_work) const 
 namespace {
 
 constexpr const char* kRouteList =
-    "this server answers POST /v1/completions, POST /v1/chat/completions, GET /v1/models, GET /health, GET "
+    "this server answers POST /v1/completions, POST /v1/chat/completions, POST /v1/messages, GET /v1/models, GET "
+    "/health, GET "
     "/metrics, POST /tokenize, POST /detokenize and GET /version (and the web page at GET /, unless "
     "--no-web-page)";
 
@@ -126,6 +128,8 @@ const ApiServer::Route* ApiServer::find_route(const std::string& method, const s
       {"POST", "/detokenize", true, &ApiServer::detokenize},
       {"POST", "/v1/completions", true, &ApiServer::completions},
       {"POST", "/v1/chat/completions", true, &ApiServer::chat_completions},
+      {"POST", "/v1/messages", true, &ApiServer::messages},
+      {"POST", "/v1/messages/count_tokens", true, &ApiServer::count_message_tokens},
       {"GET", "/", false, &ApiServer::web_page},
       {"GET", "/web/", false, &ApiServer::web_page},
       {"GET", "/api/live", true, &ApiServer::web_page},
@@ -160,7 +164,11 @@ std::optional<HttpResponse> ApiServer::screen(const HttpRequest& head) {
     return error_response(ApiError(405, fmt::format("{} is not allowed on {}; use {}", printable(head.method, 32),
                                                     printable(head.path, 256), allow)),
                           {{"Allow", allow}});
-  if (route->needs_auth && !options_.api_keys.accepts(head.field("authorization")))
+  // Anthropic's clients send the key as x-api-key.
+  const std::string* x_api_key = head.field("x-api-key");
+  const std::string as_bearer = x_api_key ? "Bearer " + *x_api_key : std::string();
+  if (route->needs_auth && !options_.api_keys.accepts(head.field("authorization")) &&
+      !(x_api_key && options_.api_keys.accepts(&as_bearer)))
     return error_response(ApiError(401,
                                    "invalid or missing API key: send the header `Authorization: Bearer <key>` with "
                                    "a key the server was started with (--api-key, --api-key-file or FOLIO_API_KEY)",
@@ -324,6 +332,12 @@ void ApiServer::generate(const HttpRequest& req, HttpExchange& ex, Endpoint endp
     job = endpoint == Endpoint::kChatCompletions ? parse_chat_request(body, ordered, s->context)
                                                  : parse_completion_request(body, ordered, s->context);
   }
+  run_job(req, ex, *s, std::move(job), {});
+}
+
+void ApiServer::run_job(const HttpRequest& req, HttpExchange& ex, const ApiServer::Served& served_model,
+                        GenerationJob job, const ShapeMaker& shape) {
+  const Served* s = &served_model;
   ex.release_body();  // the JSON tree is gone; the job holds token ids
   const int choices = job.num_choices();
   if (!reserve_choices(req.client, choices, s->max_choices_per_client))
@@ -342,7 +356,43 @@ void ApiServer::generate(const HttpRequest& req, HttpExchange& ex, Endpoint endp
   context.engine = s->engine;
   context.counters = &counters_;
   context.model_name = options_.served_model_name;
-  run_generation(context, std::move(job), ex);
+  run_generation(context, std::move(job), ex, shape);
+}
+
+void ApiServer::messages(const HttpRequest& req, HttpExchange& ex) {
+  try {
+    auto s = served(/*for_work=*/true);
+    GenerationJob job;
+    {
+      const Json body = parse_json_object(req.body);
+      const TranslatedRequest chat = messages_to_chat(body, ordered_fields(req.body, body));
+      job = parse_chat_request(chat.body, chat.ordered, s->context);
+    }
+    run_job(req, ex, *s, std::move(job), make_messages_shape);
+  } catch (const ApiError& e) {
+    HttpResponse r;
+    r.status = e.status();
+    r.body = anthropic_error_body(e.status(), e.what());
+    ex.respond(std::move(r));
+  }
+}
+
+void ApiServer::count_message_tokens(const HttpRequest& req, HttpExchange& ex) {
+  try {
+    auto s = served(false);
+    const Json body = parse_json_object(req.body);
+    Json with_length = body;
+    if (!with_length.contains("max_tokens")) with_length["max_tokens"] = 1;  // not asked for here
+    const TranslatedRequest chat = messages_to_chat(with_length, ordered_fields(req.body, body));
+    check_model_field(chat.body, s->context);
+    const std::vector<TokenId> ids = tokenize_chat(chat.body, chat.ordered, s->context, true, false);
+    ex.respond(json_response(ResponseJson{{"input_tokens", ids.size()}}));
+  } catch (const ApiError& e) {
+    HttpResponse r;
+    r.status = e.status();
+    r.body = anthropic_error_body(e.status(), e.what());
+    ex.respond(std::move(r));
+  }
 }
 
 }  // namespace folio::server

@@ -21,6 +21,7 @@
 
 #include "engine/engine.h"
 #include "server/api_keys.h"
+#include "server/generation_call.h"
 #include "server/http_server.h"
 #include "server/openai_request.h"
 #include "server/server_counters.h"
@@ -92,8 +93,13 @@ class ApiServer final : private HttpHandler {
   std::shared_ptr<const Served> served(bool for_work) const;
 
   void generate(const HttpRequest& req, HttpExchange& ex, Endpoint endpoint);
+  // Runs a read job, within the client's share of choices.
+  void run_job(const HttpRequest& req, HttpExchange& ex, const Served& s, GenerationJob job, const ShapeMaker& shape);
   void completions(const HttpRequest& req, HttpExchange& ex) { generate(req, ex, Endpoint::kCompletions); }
   void chat_completions(const HttpRequest& req, HttpExchange& ex) { generate(req, ex, Endpoint::kChatCompletions); }
+  // Anthropic's Messages API: errors in its shape too.
+  void messages(const HttpRequest& req, HttpExchange& ex);
+  void count_message_tokens(const HttpRequest& req, HttpExchange& ex);
   void tokenize(const HttpRequest& req, HttpExchange& ex);
   void detokenize(const HttpRequest& req, HttpExchange& ex);
   void health(const HttpRequest& req, HttpExchange& ex);

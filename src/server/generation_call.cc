@@ -107,50 +107,83 @@ struct Call {
     return t;
   }
 
-  void record(const ResponseBuilder& builder, HttpExchange& exchange) const {
+  void record(const AnswerShape& shape, HttpExchange& exchange) const {
     const Usage t = total_usage();
     exchange.note(fmt::format("{} + {} tokens", t.prompt_tokens, t.completion_tokens));
-    for (const std::string& reason : builder.finish_reasons())
+    for (const std::string& reason : shape.finish_reasons())
       context.counters->count_finish(reason.empty() ? "abort" : reason);
   }
 };
 
 // Writes the job's events as they come, until the end or the client is gone.
-void stream_events(Call& call, ResponseBuilder& builder, HttpExchange& exchange) {
+void stream_events(Call& call, AnswerShape& shape, HttpExchange& exchange) {
   auto send = [&](std::string events) {
     if (events.empty() || exchange.write(std::move(events))) return true;
     call.abort_unfinished();
     return false;
   };
-  std::string events;
-  for (const ResponseJson& c : builder.opening_chunks()) append_event(events, c);
-  if (!send(std::move(events))) return call.record(builder, exchange);
+  if (!send(shape.opening_events())) return call.record(shape, exchange);
   OutputMux mux(call.streams);
   while (auto item = mux.next()) {
     auto& [prompt, out] = *item;
-    events.clear();
-    for (const CompletionDelta& d : out.deltas) {
-      ResponseJson c = builder.chunk(prompt, d);
-      if (!c.is_null()) append_event(events, c);
-    }
+    std::string events;
+    for (const CompletionDelta& d : out.deltas) events += shape.delta_events(prompt, d);
     call.usage[static_cast<std::size_t>(prompt)] = out.usage;
-    if (!out.error.empty()) append_event(events, ResponseJson::parse(ApiError(400, out.error).body()));
-    if (!send(std::move(events))) return call.record(builder, exchange);
+    if (!out.error.empty()) events += shape.error_event(400, out.error);
+    if (!send(std::move(events))) return call.record(shape, exchange);
   }
-  call.record(builder, exchange);
-  events.clear();
-  if (call.job.include_usage) append_event(events, builder.usage_chunk(call.total_usage()));
-  events += "data: [DONE]\n\n";
-  if (send(std::move(events))) exchange.end_stream();
+  call.record(shape, exchange);
+  if (send(shape.closing_events(call.total_usage()))) exchange.end_stream();
 }
+
+// OpenAI's chat completions and completions.
+class OpenAiShape final : public AnswerShape {
+ public:
+  OpenAiShape(const GenerationJob& job, const Tokenizer& tokenizer, const std::string& model_name)
+      : job_(job),
+        builder_(job, tokenizer, model_name,
+                 new_response_id(job.endpoint == Endpoint::kChatCompletions ? "chatcmpl" : "cmpl"), unix_seconds()) {}
+
+  std::string opening_events() override {
+    std::string out;
+    for (const ResponseJson& c : builder_.opening_chunks()) append_event(out, c);
+    return out;
+  }
+  std::string delta_events(int prompt, const CompletionDelta& delta) override {
+    std::string out;
+    ResponseJson c = builder_.chunk(prompt, delta);
+    if (!c.is_null()) append_event(out, c);
+    return out;
+  }
+  std::string error_event(int status, const std::string& message) override {
+    return "data: " + error_body(status, message) + "\n\n";
+  }
+  std::string closing_events(const Usage& usage) override {
+    std::string out;
+    if (job_.include_usage) append_event(out, builder_.usage_chunk(usage));
+    return out + "data: [DONE]\n\n";
+  }
+  void add(int prompt, const CompletionDelta& delta) override { builder_.add(prompt, delta); }
+  std::string response(const Usage& usage) override { return dump_json(builder_.response(usage)); }
+  std::vector<std::string> finish_reasons() const override { return builder_.finish_reasons(); }
+
+ private:
+  const GenerationJob& job_;
+  ResponseBuilder builder_;
+};
 
 }  // namespace
 
-void run_generation(const GenerationContext& context, GenerationJob job, HttpExchange& exchange) {
+void run_generation(const GenerationContext& context, GenerationJob job, HttpExchange& exchange,
+                    const ShapeMaker& shape) {
   Call call;
   call.context = context;
   call.job = std::move(job);
   call.usage.resize(call.job.prompts.size());
+  // Made while the job still holds its prompts (they move to the engine).
+  const Tokenizer& tokenizer = *context.engine->session().tokenizer;
+  std::unique_ptr<AnswerShape> answer = shape ? shape(call.job, tokenizer, context.model_name)
+                                              : std::make_unique<OpenAiShape>(call.job, tokenizer, context.model_name);
   for (auto& prompt : call.job.prompts) {
     EngineRequest request;
     request.prompt = std::move(prompt);
@@ -169,18 +202,15 @@ void run_generation(const GenerationContext& context, GenerationJob job, HttpExc
   exchange.on_gone([engine = context.engine, ids] {
     for (std::uint64_t id : ids) engine->abort(id);
   });
-  const bool chat = call.job.endpoint == Endpoint::kChatCompletions;
-  ResponseBuilder builder(call.job, *context.engine->session().tokenizer, context.model_name,
-                          new_response_id(chat ? "chatcmpl" : "cmpl"), unix_seconds());
 
   if (call.job.stream) {
     exchange.begin_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}},
                           ":\n\n");
     try {
-      stream_events(call, builder, exchange);
+      stream_events(call, *answer, exchange);
     } catch (const std::exception& e) {
       // The header is out: the failure can only be told as one more event.
-      exchange.write("data: " + error_body(500, std::string("internal error: ") + e.what()) + "\n\n");
+      exchange.write(answer->error_event(500, std::string("internal error: ") + e.what()));
       exchange.end_stream();
     }
     return;
@@ -188,14 +218,14 @@ void run_generation(const GenerationContext& context, GenerationJob job, HttpExc
   OutputMux mux(call.streams);
   while (auto item = mux.next()) {
     auto& [prompt, out] = *item;
-    for (const CompletionDelta& d : out.deltas) builder.add(prompt, d);
+    for (const CompletionDelta& d : out.deltas) answer->add(prompt, d);
     call.usage[static_cast<std::size_t>(prompt)] = out.usage;
     if (!out.error.empty()) call.error = out.error;
   }
-  call.record(builder, exchange);
+  call.record(*answer, exchange);
   if (!call.error.empty()) throw ApiError(400, call.error);
   HttpResponse response;
-  response.body = dump_json(builder.response(call.total_usage()));
+  response.body = answer->response(call.total_usage());
   exchange.respond(std::move(response));
 }
 

@@ -5,8 +5,10 @@
 // blocks are freed within an engine step.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/engine.h"
 #include "server/http_server.h"
@@ -21,9 +23,30 @@ struct GenerationContext {
   std::string model_name;
 };
 
+// How a job's answer is written for one API surface: OpenAI's chat and
+// completions (the default), Anthropic's messages.
+class AnswerShape {
+ public:
+  virtual ~AnswerShape() = default;
+  // Streaming, as server-sent events (whole events, each ending in a blank line).
+  virtual std::string opening_events() = 0;
+  virtual std::string delta_events(int prompt, const CompletionDelta& delta) = 0;
+  virtual std::string error_event(int status, const std::string& message) = 0;
+  virtual std::string closing_events(const Usage& usage) = 0;
+  // Not streaming: every delta, then the whole answer.
+  virtual void add(int prompt, const CompletionDelta& delta) = 0;
+  virtual std::string response(const Usage& usage) = 0;
+  // Per finished choice, in OpenAI's words ("stop", "length", "tool_calls", "abort").
+  virtual std::vector<std::string> finish_reasons() const = 0;
+};
+using ShapeMaker = std::function<std::unique_ptr<AnswerShape>(const GenerationJob& job, const Tokenizer& tokenizer,
+                                                              const std::string& model_name)>;
+
 // Submits the job and answers through `exchange`, returning once the answer
 // is written or abandoned. Throws ApiError before anything is sent when the
-// engine refuses (400 invalid, 429 queue full, 503 draining).
-void run_generation(const GenerationContext& context, GenerationJob job, HttpExchange& exchange);
+// engine refuses (400 invalid, 429 queue full, 503 draining). `shape`: how
+// the answer is written (empty: OpenAI's shapes for the job's endpoint).
+void run_generation(const GenerationContext& context, GenerationJob job, HttpExchange& exchange,
+                    const ShapeMaker& shape = {});
 
 }  // namespace folio::server
