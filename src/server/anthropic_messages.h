@@ -16,11 +16,7 @@
 
 namespace folio::server {
 
-// The request as a chat body (and its ordered fields, for tools), checked.
-struct TranslatedRequest {
-  Json body;
-  ResponseJson ordered = ResponseJson::object();
-};
+// The request as a chat body, checked.
 TranslatedRequest messages_to_chat(const Json& body, const ResponseJson& ordered);
 
 // The answer's shape for /v1/messages.

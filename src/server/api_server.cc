@@ -10,6 +10,7 @@
 #include "server/generation_call.h"
 #include "server/prometheus_metrics.h"
 #include "server/reasoning.h"
+#include "server/responses_api.h"
 #include "server/unix_time.h"
 #include "server/utf8_text.h"
 
@@ -109,7 +110,8 @@ std::shared_ptr<const ApiServer::Served> ApiServer::served(bool for_work) const 
 namespace {
 
 constexpr const char* kRouteList =
-    "this server answers POST /v1/completions, POST /v1/chat/completions, POST /v1/messages, GET /v1/models, GET "
+    "this server answers POST /v1/completions, POST /v1/chat/completions, POST /v1/messages, POST /v1/responses, GET "
+    "/v1/models, GET "
     "/health, GET "
     "/metrics, POST /tokenize, POST /detokenize and GET /version (and the web page at GET /, unless "
     "--no-web-page)";
@@ -129,6 +131,7 @@ const ApiServer::Route* ApiServer::find_route(const std::string& method, const s
       {"POST", "/v1/completions", true, &ApiServer::completions},
       {"POST", "/v1/chat/completions", true, &ApiServer::chat_completions},
       {"POST", "/v1/messages", true, &ApiServer::messages},
+      {"POST", "/v1/responses", true, &ApiServer::responses},
       {"POST", "/v1/messages/count_tokens", true, &ApiServer::count_message_tokens},
       {"GET", "/", false, &ApiServer::web_page},
       {"GET", "/web/", false, &ApiServer::web_page},
@@ -375,6 +378,17 @@ void ApiServer::messages(const HttpRequest& req, HttpExchange& ex) {
     r.body = anthropic_error_body(e.status(), e.what());
     ex.respond(std::move(r));
   }
+}
+
+void ApiServer::responses(const HttpRequest& req, HttpExchange& ex) {
+  auto s = served(/*for_work=*/true);
+  GenerationJob job;
+  {
+    const Json body = parse_json_object(req.body);
+    const TranslatedRequest chat = responses_to_chat(body, ordered_fields(req.body, body));
+    job = parse_chat_request(chat.body, chat.ordered, s->context);
+  }
+  run_job(req, ex, *s, std::move(job), make_responses_shape);
 }
 
 void ApiServer::count_message_tokens(const HttpRequest& req, HttpExchange& ex) {

@@ -100,6 +100,8 @@ class ApiServer final : private HttpHandler {
   // Anthropic's Messages API: errors in its shape too.
   void messages(const HttpRequest& req, HttpExchange& ex);
   void count_message_tokens(const HttpRequest& req, HttpExchange& ex);
+  // OpenAI's Responses API.
+  void responses(const HttpRequest& req, HttpExchange& ex);
   void tokenize(const HttpRequest& req, HttpExchange& ex);
   void detokenize(const HttpRequest& req, HttpExchange& ex);
   void health(const HttpRequest& req, HttpExchange& ex);

@@ -35,8 +35,9 @@ inline constexpr std::int64_t kMaxJsonValues = 1 << 20;
 // result is an object with those of kOrderedFields that `body` has (an empty
 // object when none). Built in linear time; a duplicate key inside one of them
 // is a 400 (which of the two was meant cannot be known).
-inline constexpr const char* kOrderedFields[] = {"tools", "response_format", "structured_outputs", "guided_json",
-                                                 "json_schema"};
+// ("text": the Responses API's text.format.schema.)
+inline constexpr const char* kOrderedFields[] = {"tools",       "response_format", "structured_outputs",
+                                                 "guided_json", "json_schema",     "text"};
 ResponseJson ordered_fields(std::string_view body, const Json& parsed);
 // JSON text (a tool call's arguments) in its written order; nullopt when it
 // is not valid JSON or repeats a key in one object.

@@ -58,6 +58,13 @@ struct GenerationJob {
   int num_choices() const { return static_cast<int>(prompts.size()) * params.n; }
 };
 
+// A request of another API surface (Anthropic's messages, OpenAI's
+// responses) as the chat body it means, and its ordered fields.
+struct TranslatedRequest {
+  Json body;
+  ResponseJson ordered = ResponseJson::object();
+};
+
 // POST /v1/completions and POST /v1/chat/completions bodies; `ordered` is
 // the body's ordered_fields (tools and schemas in the order written).
 GenerationJob parse_completion_request(const Json& body, const ResponseJson& ordered, const ModelContext& model);
