@@ -23,7 +23,8 @@ struct CompletionDelta {
   std::string text;                    // text they complete
   std::vector<SampledToken> logprobs;  // one per token when logprobs were asked for
   std::optional<FinishReason> finish_reason;
-  std::string stop_reason;             // the stop string or stop token that ended it
+  std::string stop_reason;            // the stop string or stop token that ended it
+  std::optional<TokenId> stop_token;  // ... when it was one of stop_token_ids
 };
 
 struct Usage {

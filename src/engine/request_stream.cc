@@ -19,6 +19,7 @@ void merge(RequestOutput& earlier, RequestOutput&& later) {
     if (d.finish_reason) {
       same->finish_reason = d.finish_reason;
       same->stop_reason = std::move(d.stop_reason);
+      same->stop_token = d.stop_token;
     }
   }
   earlier.finished = later.finished;

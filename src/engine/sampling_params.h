@@ -50,10 +50,12 @@ struct SamplingParams {
   std::optional<int> logprobs;
   // Most tokens to generate; unset: until the context is full.
   std::optional<int> max_tokens;
-  std::vector<std::string> stop;          // stop strings, not part of the output
-  std::vector<TokenId> stop_token_ids;    // stop tokens besides end-of-generation
-  bool ignore_eos = false;                // keep going past end-of-generation tokens
-  int n = 1;                              // completions for this prompt
+  std::vector<std::string> stop;            // stop strings, not part of the output (unless the next)
+  bool include_stop_str_in_output = false;  // the stop string that ended it ends the text too
+  bool skip_special_tokens = true;          // false: control tokens appear in the text as themselves
+  std::vector<TokenId> stop_token_ids;      // stop tokens besides end-of-generation
+  bool ignore_eos = false;                  // keep going past end-of-generation tokens
+  int n = 1;                                // completions for this prompt
   // Structured output: every token is one the constraint allows, and the
   // completion stops (finish_reason stop) when the constraint is complete.
   // Null: unconstrained, and the sampler does no extra work.

@@ -6,21 +6,24 @@ namespace folio {
 
 const char* finish_reason_name(FinishReason reason) {
   switch (reason) {
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kAbort: return "abort";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kAbort:
+      return "abort";
   }
   return "stop";
 }
 
-Sequence::Sequence(const Tokenizer& tokenizer, const SamplingParams& params, std::span<const TokenId> prompt,
-                   int index, SamplingRng rng)
+Sequence::Sequence(const Tokenizer& tokenizer, const SamplingParams& params, std::span<const TokenId> prompt, int index,
+                   SamplingRng rng)
     : tokenizer_(tokenizer),
       params_(params),
       index_(index),
       rng_(rng),
       prompt_counts_(prompt),
-      decoder_(tokenizer, /*render_special=*/false) {
+      decoder_(tokenizer, /*render_special=*/!params.skip_special_tokens) {
   delta_.index = index_;
   if (params_.constraint) matcher_ = std::make_unique<ConstraintMatcher>(params_.constraint);
 }
@@ -44,6 +47,7 @@ bool Sequence::append(const SampledToken& token) {
   if (std::find(params_.stop_token_ids.begin(), params_.stop_token_ids.end(), token.token) !=
       params_.stop_token_ids.end()) {
     delta_.stop_reason = std::to_string(token.token);
+    delta_.stop_token = token.token;
     finish(FinishReason::kStop);
     return true;
   }
@@ -79,7 +83,7 @@ void Sequence::release_text(bool final) {
     }
   }
   if (matched != nullptr) {
-    delta_.text += held_.substr(0, cut);
+    delta_.text += held_.substr(0, params_.include_stop_str_in_output ? cut + matched->size() : cut);
     delta_.stop_reason = *matched;
     held_.clear();
     finish_reason_ = FinishReason::kStop;

@@ -205,8 +205,7 @@ class MessagesShape final : public AnswerShape {
     }
     if (delta.finish_reason) {
       close_block(out);
-      finish_ = reader_.finish_name(*delta.finish_reason);
-      aborted_ = *delta.finish_reason == FinishReason::kAbort;
+      finished(delta);
     }
     return out;
   }
@@ -221,7 +220,7 @@ class MessagesShape final : public AnswerShape {
     close_block(out);
     append_event(out, "message_delta",
                  {{"type", "message_delta"},
-                  {"delta", {{"stop_reason", stop_reason_json()}, {"stop_sequence", nullptr}}},
+                  {"delta", {{"stop_reason", stop_reason_json()}, {"stop_sequence", stop_sequence_json()}}},
                   {"usage", usage_json(usage)}});
     append_event(out, "message_stop", {{"type", "message_stop"}});
     return out;
@@ -244,10 +243,7 @@ class MessagesShape final : public AnswerShape {
           break;
       }
     }
-    if (delta.finish_reason) {
-      finish_ = reader_.finish_name(*delta.finish_reason);
-      aborted_ = *delta.finish_reason == FinishReason::kAbort;
-    }
+    if (delta.finish_reason) finished(delta);
   }
 
   std::string response(const Usage& usage) override {
@@ -263,7 +259,7 @@ class MessagesShape final : public AnswerShape {
     ResponseJson out = envelope();
     out["content"] = std::move(content);
     out["stop_reason"] = stop_reason_json();
-    out["stop_sequence"] = nullptr;
+    out["stop_sequence"] = stop_sequence_json();
     out["usage"] = usage_json(usage);
     return dump_json(out);
   }
@@ -280,8 +276,20 @@ class MessagesShape final : public AnswerShape {
 
   ResponseJson envelope() const { return {{"id", id_}, {"type", "message"}, {"role", "assistant"}, {"model", model_}}; }
 
+  void finished(const CompletionDelta& delta) {
+    finish_ = reader_.finish_name(*delta.finish_reason);
+    aborted_ = *delta.finish_reason == FinishReason::kAbort;
+    if (!delta.stop_token && !delta.stop_reason.empty()) stop_sequence_ = delta.stop_reason;
+  }
+
   ResponseJson stop_reason_json() const {
-    return finish_.empty() || aborted_ ? ResponseJson(nullptr) : ResponseJson(stop_reason(finish_));
+    if (finish_.empty() || aborted_) return nullptr;
+    if (stop_sequence_ && finish_ == "stop") return "stop_sequence";
+    return stop_reason(finish_);
+  }
+
+  ResponseJson stop_sequence_json() const {
+    return stop_sequence_ ? ResponseJson(*stop_sequence_) : ResponseJson(nullptr);
   }
 
   void open_block(std::string& out, Block kind, ResponseJson start, bool always_new = false) {
@@ -319,6 +327,7 @@ class MessagesShape final : public AnswerShape {
   std::vector<Built> blocks_;  // not streaming
   std::string finish_;
   bool aborted_ = false;
+  std::optional<std::string> stop_sequence_;  // the stop sequence that ended it
 };
 
 }  // namespace

@@ -88,6 +88,8 @@ SamplingParams read_sampling(const Json& body, const ModelContext& model) {
     p.stop_token_ids = read_token_list(*it, "stop_token_ids", model.vocab_size);
   }
   if (auto v = get_bool(body, "ignore_eos")) p.ignore_eos = *v;
+  if (auto v = get_bool(body, "include_stop_str_in_output")) p.include_stop_str_in_output = *v;
+  if (auto v = get_bool(body, "skip_special_tokens")) p.skip_special_tokens = *v;
   if (const Json* bias = get_object(body, "logit_bias")) {
     for (const auto& [key, value] : bias->items()) {
       std::size_t used = 0;

@@ -43,6 +43,7 @@ ResponseBuilder::ResponseBuilder(const GenerationJob& job, const Tokenizer& toke
   finish_.resize(choices);
   offset_.assign(choices, 0);
   logprobs_.assign(choices, ResponseJson(nullptr));
+  stop_.assign(choices, ResponseJson(nullptr));
   if (chat_) {
     readers_.assign(choices, ChoiceReader(job));
     reasoning_.resize(choices);
@@ -87,6 +88,12 @@ std::vector<OutputEvent> ResponseBuilder::tool_events(int choice, const Completi
 std::string ResponseBuilder::finish_name(int choice, FinishReason reason) const {
   return readers_.empty() ? std::string(finish_reason_name(reason))
                           : readers_[static_cast<std::size_t>(choice)].finish_name(reason);
+}
+
+ResponseJson ResponseBuilder::stop_reason_json(const CompletionDelta& delta) {
+  if (delta.stop_token) return *delta.stop_token;
+  if (!delta.stop_reason.empty()) return delta.stop_reason;
+  return nullptr;
 }
 
 ResponseJson ResponseBuilder::envelope(const char* object) const {
@@ -210,6 +217,10 @@ ResponseJson ResponseBuilder::chunk(int prompt, const CompletionDelta& delta) {
     out["choices"] = ResponseJson::array({ResponseJson{
         {"index", c}, {"text", delta.text}, {"logprobs", std::move(logprobs)}, {"finish_reason", std::move(finish)}}});
   }
+  if (delta.finish_reason) {
+    stop_[static_cast<std::size_t>(c)] = stop_reason_json(delta);
+    out["choices"][0]["stop_reason"] = stop_[static_cast<std::size_t>(c)];
+  }
   if (job_.include_usage) out["usage"] = nullptr;
   return out;
 }
@@ -255,7 +266,10 @@ void ResponseBuilder::add(int prompt, const CompletionDelta& delta) {
   } else {
     text_[i] += delta.text;
   }
-  if (delta.finish_reason) finish_[i] = finish_name(c, *delta.finish_reason);
+  if (delta.finish_reason) {
+    finish_[i] = finish_name(c, *delta.finish_reason);
+    stop_[i] = stop_reason_json(delta);
+  }
   if (!job_.logprobs || delta.logprobs.empty()) return;
   ResponseJson part = logprobs_json(c, delta);
   ResponseJson& all = logprobs_[i];
@@ -286,6 +300,7 @@ ResponseJson ResponseBuilder::response(const Usage& usage) const {
       choices.push_back(ResponseJson{
           {"index", c}, {"text", text_[c]}, {"logprobs", logprobs_[c]}, {"finish_reason", std::move(finish)}});
     }
+    choices.back()["stop_reason"] = stop_[c];
   }
   out["choices"] = std::move(choices);
   out["usage"] = usage_json(usage);

@@ -38,6 +38,9 @@ class ResponseBuilder {
   const std::vector<std::string>& finish_reasons() const { return finish_; }
 
   static ResponseJson usage_json(const Usage& usage);
+  // vLLM's stop_reason: the stop string or stop token id that ended the
+  // choice; null when it ended by its end token or its length.
+  static ResponseJson stop_reason_json(const CompletionDelta& delta);
 
  private:
   int choice_of(int prompt, const CompletionDelta& d) const { return prompt * n_ + d.index; }
@@ -62,6 +65,7 @@ class ResponseBuilder {
   std::vector<std::string> text_;       // [num_choices] non-streaming text
   std::vector<ResponseJson> logprobs_;  // [num_choices] non-streaming logprobs (null when not asked)
   std::vector<std::string> finish_;     // [num_choices]
+  std::vector<ResponseJson> stop_;      // [num_choices] stop_reason: the stop string, the stop token's id, or null
   std::vector<std::int64_t> offset_;    // [num_choices] completions: text_offset of the next token
   std::vector<ChoiceReader> readers_;   // [num_choices] chat
   std::vector<std::string> reasoning_;  // [num_choices] chat, non-streaming: reasoning text

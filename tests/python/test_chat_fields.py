@@ -127,3 +127,32 @@ def test_tokens_can_be_named_by_their_ids(thinking):
     for t in r.logprobs.content:
         assert t.token.startswith("token_id:") and int(t.token.split(":")[1]) >= 0, t
         assert all(alt.token.startswith("token_id:") for alt in t.top_logprobs)
+
+
+def test_stop_reason_names_what_stopped_and_the_stop_string_can_stay(thinking):
+    c = client_of(thinking)
+    model = c.models.list().data[0].id
+    plain = c.completions.create(model=model, prompt="The capital of France is", max_tokens=30, temperature=0)
+    assert plain.choices[0].model_extra["stop_reason"] is None  # its length or its end token
+    text = plain.choices[0].text
+    stop = text.strip()[1:3]  # a string the greedy answer holds
+    cut = c.completions.create(model=model, prompt="The capital of France is", max_tokens=30, temperature=0,
+                               stop=[stop])
+    assert cut.choices[0].model_extra["stop_reason"] == stop and stop not in cut.choices[0].text
+    kept = c.completions.create(model=model, prompt="The capital of France is", max_tokens=30, temperature=0,
+                                stop=[stop], extra_body={"include_stop_str_in_output": True})
+    assert kept.choices[0].text == cut.choices[0].text + stop
+    ids = httpx.post(thinking.url + "/tokenize", json={"prompt": text, "add_special_tokens": False}).json()["tokens"]
+    by_token = c.completions.create(model=model, prompt="The capital of France is", max_tokens=30, temperature=0,
+                                    extra_body={"stop_token_ids": [ids[2]]})
+    assert by_token.choices[0].model_extra["stop_reason"] == ids[2]
+
+
+def test_special_tokens_can_be_kept_in_the_text(thinking):
+    im_end = httpx.post(thinking.url + "/tokenize", json={"prompt": "<|im_end|>", "add_special_tokens": False}).json()
+    assert len(im_end["tokens"]) == 1
+    def answer(**extra):  # the end token, made likely and not an end
+        body = {"ignore_eos": True, "logit_bias": {str(im_end["tokens"][0]): 100}, **extra}
+        return chat(thinking, max_tokens=3, extra_body=body).choices[0].message.content
+    assert answer() == ""
+    assert answer(skip_special_tokens=False) == "<|im_end|>" * 3

@@ -56,7 +56,7 @@ def test_max_tokens_and_stop_sequences(client, model):
     m = client.messages.create(model=model, max_tokens=3, messages=ASK)
     assert m.stop_reason == "max_tokens" and m.usage.output_tokens == 3
     m = client.messages.create(model=model, max_tokens=60, extra_body=GREEDY, messages=ASK, stop_sequences=["e"])
-    assert "e" not in m.content[0].text and m.stop_reason == "end_turn"
+    assert "e" not in m.content[0].text and m.stop_reason == "stop_sequence" and m.stop_sequence == "e"
 
 
 def test_forced_tool_use_and_a_tool_result_round_trip(client, model):
