@@ -160,7 +160,8 @@ struct Problem {
           for (std::int64_t i = 0; i < k; ++i) abs_sum[t * m + o] += std::fabs(double(wf[o * k + i]) * xf()[t * k + i]);
       return;
     }
-    const ActQ8Layout layout = ActQ8Layout::make(is_kquant(type) ? ActFormat::kQ8x256 : ActFormat::kQ8x32, k);
+    const ActQ8Layout layout =
+        ActQ8Layout::make(testing::act_block_elems(type) == 256 ? ActFormat::kQ8x256 : ActFormat::kQ8x32, k);
     std::vector<std::byte> row(layout.row_bytes);
     for (std::int64_t t = 0; t < n; ++t) {
       const float* xt = xf() + t * k;
@@ -223,9 +224,7 @@ TEST(CpuMatmul, Q8KernelsAgainstTheExactDotOfTheirActivations) {
   int checked = 0;
   for (DType type : kTypes) {
     if (is_float(type)) continue;  // float weights run f32 kernels at either precision
-    const std::vector<std::int64_t> widths = is_kquant(type) ? std::vector<std::int64_t>{256, 768}
-                                                              : std::vector<std::int64_t>{32, 96, 896};
-    for (std::int64_t k : widths) {
+    for (std::int64_t k : testing::matmul_widths(type)) {
       Problem p(type, 33, k, 64, rng);
       // One thread: BatchPositionAndThreadsNeverChangeABit shows that two give the same bits.
       for (const std::string& cap : level_caps())

@@ -101,7 +101,7 @@ TEST_P(MoeOps, RouteGroupMatmulCombineAgainstReference) {
     // 8-bit activations what their rounding explains (as in matmul_ops_test).
     std::vector<double> scale(y.size(), 0.0);
     std::vector<float> wrow(static_cast<std::size_t>(c.in));
-    const std::int64_t block = is_kquant(c.type) ? 256 : 32;
+    const std::int64_t block = act_block_elems(c.type);
     const bool q8 = u.q8_activations && !is_float(c.type);
     for (std::int64_t e = 0; e < E; ++e)
       for (std::int64_t j = offsets[e]; j < offsets[e + 1]; ++j)
