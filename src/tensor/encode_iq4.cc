@@ -17,20 +17,30 @@ namespace {
 constexpr int kGroups = kSuperBlockElems / kBlockElems;  // IQ4_XS's groups of 32
 constexpr int kCodeOfZero = 8;                           // kIq4Values[8] = 1: a zero scale decodes it to +0
 
-// The code whose grid value is nearest to v (in units of the scale); halves
-// go to the smaller value. v must not be NaN.
-int nearest_iq4(double v) {
-  int lo = 0, hi = 15;
-  while (lo < hi) {  // the first code whose upper midpoint is >= v
-    const int mid = (lo + hi) / 2;
-    const double upper = 0.5 * (static_cast<double>(kIq4Values[mid]) + static_cast<double>(kIq4Values[mid + 1]));
-    if (v <= upper) {
-      hi = mid;
-    } else {
-      lo = mid + 1;
+// The code whose grid value is nearest to v (in units of the scale); a v
+// exactly halfway goes to the larger value. v must not be NaN. The grid's
+// midpoints are multiples of 1/2, so one table entry per half-unit cell
+// [k / 2, (k + 1) / 2) holds that cell's code.
+constexpr int kCellsBelowZero = 2 * 140;  // cells from v = -140 to v = 140: beyond the grid's ends
+struct NearestCodeTable {
+  std::uint8_t code[2 * kCellsBelowZero];
+  constexpr NearestCodeTable() : code() {
+    for (int k = 0; k < 2 * kCellsBelowZero; ++k) {
+      const double center = (k - kCellsBelowZero + 0.5) / 2.0;
+      int best = 0;
+      for (int q = 1; q < 16; ++q) {
+        const double d = center - kIq4Values[q], best_d = center - kIq4Values[best];
+        if (d * d < best_d * best_d) best = q;
+      }
+      code[k] = static_cast<std::uint8_t>(best);
     }
   }
-  return lo;
+};
+constexpr NearestCodeTable kNearestCode;
+
+int nearest_iq4(double v) {
+  const double clamped = std::clamp(v, -140.0, 139.75);
+  return kNearestCode.code[static_cast<int>(std::floor(2.0 * clamped)) + kCellsBelowZero];
 }
 
 // sum w (x - scale * value(q))^2 with q the nearest codes for `scale`,
@@ -45,46 +55,53 @@ double group_error(const float* x, const float* w, double scale, int* q) {
   return error;
 }
 
+// The codes nearest to x / scale (given as its inverse) and the weighted
+// least-squares scale for them: s = sum w x v / sum w v^2, whose error is
+// sum w x^2 - s * sum w x v. Returns that error; s in *fitted.
+double fit_codes(const float* x, const float* w, double inverse, double wxx, double* fitted) {
+  double wxv = 0.0, wvv = 0.0;
+  for (int j = 0; j < kBlockElems; ++j) {
+    const double v = kIq4Values[nearest_iq4(static_cast<double>(x[j]) * inverse)];
+    wxv += static_cast<double>(w[j]) * x[j] * v;
+    wvv += static_cast<double>(w[j]) * v * v;
+  }
+  if (!(wvv > 0.0)) return std::numeric_limits<double>::infinity();
+  *fitted = wxv / wvv;
+  return wxx - *fitted * wxv;
+}
+
 // The scale of one group of 32 with the least weighted error found: starting
 // scales put the largest-magnitude element at or near either end of the grid
-// (-127 or 113), each picks its codes, the scale is refitted to them in closed
-// form (s = sum w x v / sum w v^2), and the best is refined by re-picking codes
-// until that stops helping. 0 for an all-zero group. In double: finite floats
-// neither overflow nor vanish there.
+// (-127 or 113), each picks its codes and the scale is refitted to them in
+// closed form; the best is refined by re-picking codes for it until that
+// stops helping. 0 for an all-zero group. In double: finite floats neither
+// overflow nor vanish there.
 double fit_group(const float* x, const float* w) {
-  double extreme = 0.0;
-  for (int j = 0; j < kBlockElems; ++j)
+  double extreme = 0.0, wxx = 0.0;
+  for (int j = 0; j < kBlockElems; ++j) {
     if (std::fabs(x[j]) > std::fabs(extreme)) extreme = x[j];
+    wxx += static_cast<double>(w[j]) * x[j] * x[j];
+  }
   if (extreme == 0.0) return 0.0;
   double best_scale = 0.0, best_error = std::numeric_limits<double>::infinity();
-  int q[kBlockElems];
-  auto refit = [&](double scale) {
-    group_error(x, w, scale, q);
-    double wxv = 0.0, wvv = 0.0;
-    for (int j = 0; j < kBlockElems; ++j) {
-      const double v = kIq4Values[q[j]];
-      wxv += static_cast<double>(w[j]) * x[j] * v;
-      wvv += static_cast<double>(w[j]) * v * v;
-    }
-    return wvv > 0.0 ? wxv / wvv : scale;
-  };
-  auto consider = [&](double scale) {
-    const double error = group_error(x, w, scale, q);
-    if (error < best_error) {
+  auto consider = [&](double inverse) {
+    double fitted = 0.0;
+    const double error = fit_codes(x, w, inverse, wxx, &fitted);
+    if (error < best_error && fitted != 0.0) {
       best_error = error;
-      best_scale = scale;
+      best_scale = fitted;
+      return true;
     }
+    return false;
   };
-  constexpr int kSteps = 8;
-  for (const double end : {static_cast<double>(kIq4Values[0]), static_cast<double>(kIq4Values[15])}) {
-    for (int s = -kSteps; s <= kSteps / 2; ++s) {
-      // The extreme element from 1/8 of the range inside the end to 1/16 outside.
-      const double scale = extreme / (end * (1.0 + static_cast<double>(s) / 64.0));
-      consider(scale);
-      consider(refit(scale));
-    }
-  }
-  for (int round = 0; round < 2; ++round) consider(refit(best_scale));
+  constexpr int kSteps = 6;
+  for (const double end : {static_cast<double>(kIq4Values[0]), static_cast<double>(kIq4Values[15])})
+    for (int s = -kSteps; s <= kSteps / 2; ++s)
+      // The extreme element from 6/48 of the range inside the end to 3/48 outside.
+      consider(end * (1.0 + static_cast<double>(s) / 48.0) / extreme);
+  for (int round = 0; round < 2 && best_scale != 0.0; ++round)
+    if (!consider(1.0 / best_scale)) break;
+  if (best_scale == 0.0) best_scale = extreme / static_cast<double>(kIq4Values[0]);
   return best_scale;
 }
 

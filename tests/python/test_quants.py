@@ -428,3 +428,56 @@ def test_searched_round_trip(tool, tmp_path, type_name):
         err, err_q4 = err[big], err_q4[big]
     bound = 2.0 if type_name in BYTE_SCALED else 1.0
     assert err.sum() <= bound * err_q4.sum(), (err.sum(), err_q4.sum())
+
+
+# ---- `folio quantize` files, read by the gguf package --------------------------
+
+@pytest.mark.parametrize("type_name", ["iq4_nl", "iq4_xs", "mxfp4", "nvfp4"])
+def test_quantized_file_reads_back_in_gguf(tool, build_dir, tmp_path, type_name):
+    """A small model written by gguf's own writer, quantized by `folio
+    quantize --type TYPE`: gguf's reader finds every tensor with the type the
+    recipe gives it, and gguf's dequantizer gives folio's floats bit for bit,
+    close to the originals."""
+    from gguf import GGUFReader, GGUFWriter
+    folio = build_dir / "folio"
+    assert folio.exists(), f"{folio} is missing; build the folio target"
+    rng = np.random.default_rng(99)
+    src = tmp_path / "in.gguf"
+    w = GGUFWriter(str(src), "llama")
+    w.add_name("tiny")
+    tensors = {
+        "token_embd.weight": rng.standard_normal((16, 256)).astype(np.float32) * 0.05,
+        "blk.0.attn_norm.weight": np.ones(256, dtype=np.float32),
+        "blk.0.attn_q.weight": rng.standard_normal((8, 256)).astype(np.float32) * 0.05,
+        "blk.0.ffn_down.weight": rng.standard_normal((4, 896)).astype(np.float32) * 0.05,
+        "output.weight": rng.standard_normal((16, 256)).astype(np.float32) * 0.05,
+    }
+    for name, value in tensors.items():
+        w.add_tensor(name, value)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    out = tmp_path / f"out_{type_name}.gguf"
+    result = subprocess.run([str(folio), "quantize", str(src), str(out), "--type", type_name, "-t", "1"],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+    reader = GGUFReader(str(out))
+    found = {t.name: t for t in reader.tensors}
+    assert set(found) == set(tensors)
+    want_type = {"blk.0.attn_q.weight": type_name,
+                 # 896 is not whole 256-blocks: IQ4_XS falls back to IQ4_NL.
+                 "blk.0.ffn_down.weight": "iq4_nl" if type_name == "iq4_xs" else type_name,
+                 "output.weight": "q6_k", "token_embd.weight": type_name, "blk.0.attn_norm.weight": "f32"}
+    for name, t in found.items():
+        assert t.tensor_type.name.lower() == want_type[name], name
+        if t.tensor_type.name.lower() != type_name and name != "blk.0.ffn_down.weight":
+            continue
+        raw = np.asarray(t.data).view(np.uint8)
+        ref = quants.dequantize(raw, t.tensor_type).reshape(-1)
+        ours = np.frombuffer(run_tool(tool, tmp_path, "dequantize", t.tensor_type.name.lower(), raw.tobytes()),
+                             dtype=np.float32)
+        assert np.array_equal(ours.view(np.uint32), ref.view(np.uint32)), name
+        x = tensors[name].reshape(-1)
+        assert np.sqrt(((ref - x) ** 2).sum() / (x ** 2).sum()) < 0.15, name
