@@ -122,6 +122,24 @@ TEST(CpuMatmul, SimdDequantizersMatchReference) {
     }
 }
 
+// The 8-bit scales of MXFP4 and NVFP4 decode in SIMD lanes: every byte, in
+// random blocks (E8M0's largest scales overflow to infinities, compared too).
+TEST(CpuMatmul, SimdDequantizersTakeEveryScaleByte) {
+  std::mt19937 rng(3);
+  for (const std::string& cap : level_caps())
+    for (DType type : {DType::MXFP4, DType::NVFP4}) {
+      const std::int64_t k = 64 * 512;
+      const auto bytes = static_cast<std::size_t>(row_bytes(type, k));
+      Misaligned w(bytes, 1);
+      for (std::size_t i = 0; i < bytes; ++i) w.data()[i] = static_cast<std::uint8_t>(rng());
+      std::vector<float> want(static_cast<std::size_t>(k)), got(static_cast<std::size_t>(k));
+      dequantize_row(type, w.data(), want.data(), k);
+      kernels_for(cap).dequantize[static_cast<int>(type)](w.data(), got.data(), k);
+      EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0)
+          << name(type) << " at " << level_name(cap);
+    }
+}
+
 // ---- every type x precision x level x shape against the reference ----
 
 struct Problem {

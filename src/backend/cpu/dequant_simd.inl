@@ -133,11 +133,12 @@ struct DeqNVFP4 {
   static constexpr bool kFloat = false;
   static constexpr bool kInPlace = false;
   static FOLIO_INLINE void decode(const std::byte* b, float* out) {
-    const float* table = ue4m3_table();
+    alignas(32) float scale[8];
+    _mm256_store_ps(scale, ue4m3_half_lanes(_mm256_cvtepu8_epi32(_mm_cvtsi32_si128(static_cast<int>(load_u32(b))))));
     for (int half = 0; half < 2; ++half) {
       const __m256i v = NVFP4::values(b, half);
       for (int p = 0; p < 4; ++p) {
-        const __m256 d = _mm256_set1_ps(table[std::to_integer<int>(b[2 * half + p / 2])]);
+        const __m256 d = _mm256_set1_ps(scale[2 * half + p / 2]);
         _mm256_storeu_ps(out + 32 * half + 8 * p, _mm256_mul_ps(d, _mm256_cvtepi32_ps(widen_s8(v, p))));
       }
     }

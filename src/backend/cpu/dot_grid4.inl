@@ -82,17 +82,18 @@ struct IQ4_XS {
   static FOLIO_INLINE __m256i dot(__m256i q, __m256i x) { return Grid32<kIq4Values, 2>::dot(q, x); }
 };
 
-// NVFP4's scale bytes as floats (ue4m3_half_to_f32), computed once per level.
-struct Ue4m3Table {
-  float value[256];
-  Ue4m3Table() {
-    for (int x = 0; x < 256; ++x) value[x] = ue4m3_half_to_f32(static_cast<std::uint8_t>(x));
-  }
-};
-
-FOLIO_INLINE const float* ue4m3_table() {
-  static const Ue4m3Table table;
-  return table.value;
+// ue4m3_half_to_f32 of the byte in each int32 lane, exactly: normal values
+// (exponent e > 0) are 2^(e - 8) * (1 + man / 8), built as float bits;
+// subnormal ones man * 2^-10; 0x7f is 0.
+FOLIO_INLINE __m256 ue4m3_half_lanes(__m256i x) {
+  const __m256i exp = _mm256_and_si256(_mm256_srli_epi32(x, 3), _mm256_set1_epi32(0x0f));
+  const __m256i man = _mm256_and_si256(x, _mm256_set1_epi32(0x07));
+  const __m256i normal = _mm256_or_si256(_mm256_slli_epi32(_mm256_add_epi32(exp, _mm256_set1_epi32(119)), 23),
+                                         _mm256_slli_epi32(man, 20));
+  const __m256 tiny = _mm256_mul_ps(_mm256_cvtepi32_ps(man), _mm256_set1_ps(0x1p-10f));
+  const __m256 value = _mm256_blendv_ps(_mm256_castsi256_ps(normal), tiny,
+                                        _mm256_castsi256_ps(_mm256_cmpeq_epi32(exp, _mm256_setzero_si256())));
+  return _mm256_andnot_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(x, _mm256_set1_epi32(0x7f))), value);
 }
 
 // NVFP4: 64 elements in 36 bytes, two activation blocks per NVFP4 block.
@@ -124,25 +125,23 @@ template <int R, int T, bool kFull>
 FOLIO_INLINE void nvfp4_group(const TileArgs& a, std::int64_t g, int count, __m256 (&acc)[R][T]) {
   const __m256i valid = first_lanes(count);
   if (a.prefetch != nullptr) prefetch_bytes(a.prefetch + g * R * NVFP4::kBytesPer32, R * 8 * NVFP4::kBytesPer32);
-  const float* table = ue4m3_table();
   __m256i q[R][8];
   __m256 dlo[R], dhi[R];
+  // The scale bytes of the group's blocks: dword i of `words` is block i's d[0..3].
+  const __m128i block_offsets = _mm_setr_epi32(0, NVFP4::kBytes, 2 * NVFP4::kBytes, 3 * NVFP4::kBytes);
+  const __m128i whole_blocks = _mm_cmpgt_epi32(_mm_set1_epi32(count / 2), _mm_setr_epi32(0, 1, 2, 3));
   for (int r = 0; r < R; ++r) {
     const std::byte* row = a.w + r * a.w_stride + g / 2 * NVFP4::kBytes;
-    alignas(32) float lo[8] = {}, hi[8] = {};
-    for (int j = 0; j < 8; ++j) {
-      if (!kFull && j >= count) {
-        q[r][j] = _mm256_setzero_si256();
-        continue;
-      }
-      const std::byte* b = row + j / 2 * NVFP4::kBytes;
-      const int half = j % 2;
-      q[r][j] = NVFP4::values(b, half);
-      lo[j] = table[std::to_integer<int>(b[2 * half])];
-      hi[j] = table[std::to_integer<int>(b[2 * half + 1])];
-    }
-    dlo[r] = _mm256_load_ps(lo);
-    dhi[r] = _mm256_load_ps(hi);
+    for (int j = 0; j < 8; ++j)
+      q[r][j] = kFull || j < count ? NVFP4::values(row + j / 2 * NVFP4::kBytes, j % 2) : _mm256_setzero_si256();
+    const __m128i words =
+        _mm_mask_i32gather_epi32(_mm_setzero_si128(), reinterpret_cast<const int*>(row), block_offsets, whole_blocks, 1);
+    // Activation block j = 2 i + h uses d[2 h] and d[2 h + 1] of block i: the
+    // even bytes of `words` in order, and the odd ones.
+    const __m128i lo = _mm_shuffle_epi8(words, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1));
+    const __m128i hi = _mm_shuffle_epi8(words, _mm_setr_epi8(1, 3, 5, 7, 9, 11, 13, 15, -1, -1, -1, -1, -1, -1, -1, -1));
+    dlo[r] = ue4m3_half_lanes(_mm256_cvtepu8_epi32(lo));
+    dhi[r] = ue4m3_half_lanes(_mm256_cvtepu8_epi32(hi));
   }
   for (int t = 0; t < T; ++t) {
     const std::byte* xr = a.x + t * a.x_stride;
