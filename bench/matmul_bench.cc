@@ -109,7 +109,8 @@ void fill_weights(DType type, std::byte* dst, std::size_t bytes) {
   std::vector<int> halves;  // offsets of binary16 scale fields in a block
   switch (type) {
     case DType::F16: halves = {0}; break;
-    case DType::Q4_0: case DType::Q5_0: case DType::Q8_0: case DType::IQ4_NL: case DType::IQ4_XS: halves = {0}; break;
+    case DType::Q4_0: case DType::Q5_0: case DType::Q8_0: halves = {0}; break;
+    case DType::IQ4_NL: case DType::IQ4_XS: halves = {0}; break;
     case DType::Q4_1: case DType::Q5_1: case DType::Q4_K: case DType::Q5_K: halves = {0, 2}; break;
     case DType::Q2_K: halves = {80, 82}; break;
     case DType::Q3_K: halves = {108}; break;

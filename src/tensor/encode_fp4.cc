@@ -101,7 +101,8 @@ int nearest_ue4m3_half(float v) {
       hi = mid;
     }
   }
-  if (lo > 1 && v - ue4m3_half_to_f32(static_cast<std::uint8_t>(lo - 1)) <= ue4m3_half_to_f32(static_cast<std::uint8_t>(lo)) - v)
+  if (lo > 1 &&
+      v - ue4m3_half_to_f32(static_cast<std::uint8_t>(lo - 1)) <= ue4m3_half_to_f32(static_cast<std::uint8_t>(lo)) - v)
     return lo - 1;
   return lo;
 }

@@ -106,8 +106,7 @@ double fit_group(const float* x, const float* w) {
 }
 
 void pack_iq4(const int* q, std::uint8_t* qs) {
-  for (int j = 0; j < kBlockElems / 2; ++j)
-    qs[j] = static_cast<std::uint8_t>(q[j] | (q[j + kBlockElems / 2] << 4));
+  for (int j = 0; j < kBlockElems / 2; ++j) qs[j] = static_cast<std::uint8_t>(q[j] | (q[j + kBlockElems / 2] << 4));
 }
 
 // Throws for a NaN or infinity among count elements: no scale encodes them.

@@ -392,7 +392,8 @@ def test_quantize_mxfp4_byte_exact(tool, tmp_path):
     # Powers of two and values just under them: the exponent's edges.
     edges = np.ldexp(1.0, rng.integers(-120, 120, (256, 1))) * rng.choice([1.0, 1 - 2.0 ** -12, 1.5], (256, 32))
     x = np.concatenate([x, edges.astype(np.float32)])
-    ours = np.frombuffer(run_tool(tool, tmp_path, "quantize", "mxfp4", x.tobytes()), dtype=np.uint8).reshape(x.shape[0], -1)
+    ours = np.frombuffer(run_tool(tool, tmp_path, "quantize", "mxfp4", x.tobytes()), dtype=np.uint8)
+    ours = ours.reshape(x.shape[0], -1)
     with np.errstate(all="ignore"):
         ref = quants.quantize(x.reshape(-1), T.MXFP4).view(np.uint8).reshape(x.shape[0], -1)
     defined = mxfp4_exponent_defined(x)

@@ -135,7 +135,7 @@ TEST(Grid4Dequantize, ScaleBytes) {
   EXPECT_EQ(e8m0_half_to_f32(255), 0x1p127f);
   EXPECT_EQ(ue4m3_half_to_f32(0x00), 0.0f);
   EXPECT_EQ(ue4m3_half_to_f32(0x7f), 0.0f);
-  EXPECT_EQ(ue4m3_half_to_f32(0x7e), 224.0f);  // 448 halved
+  EXPECT_EQ(ue4m3_half_to_f32(0x7e), 224.0f);   // 448 halved
   EXPECT_EQ(ue4m3_half_to_f32(0x08), 0x1p-7f);  // smallest normal 2^-6, halved
   EXPECT_EQ(ue4m3_half_to_f32(0x07), 7 * 0x1p-10f);
   EXPECT_EQ(ue4m3_half_to_f32(0x80 | 0x38), 0.5f);  // the sign bit is ignored
@@ -245,9 +245,9 @@ TEST(Grid4Quantize, Mxfp4DefinesNonFiniteInput) {
   // gguf's own encoder runs on any input; where numpy's casts are undefined
   // folio saturates the scale byte (tests/python/test_quants.py).
   std::vector<float> x = gaussian(96, 38);
-  x[3] = std::numeric_limits<float>::quiet_NaN();          // block 0: NaN amax gives e = 0
-  x[40] = std::numeric_limits<float>::infinity();          // block 1: infinite amax gives e = 255
-  for (int j = 64; j < 96; ++j) x[j] = 1e-39f;             // block 2: below 2^-125 gives e = 0
+  x[3] = std::numeric_limits<float>::quiet_NaN();  // block 0: NaN amax gives e = 0
+  x[40] = std::numeric_limits<float>::infinity();  // block 1: infinite amax gives e = 255
+  for (int j = 64; j < 96; ++j) x[j] = 1e-39f;     // block 2: below 2^-125 gives e = 0
   std::vector<BlockMXFP4> q(3);
   quantize_row(DType::MXFP4, x.data(), q.data(), 96);
   EXPECT_EQ(q[0].e, 0);

@@ -88,8 +88,8 @@ struct IQ4_XS {
 FOLIO_INLINE __m256 ue4m3_half_lanes(__m256i x) {
   const __m256i exp = _mm256_and_si256(_mm256_srli_epi32(x, 3), _mm256_set1_epi32(0x0f));
   const __m256i man = _mm256_and_si256(x, _mm256_set1_epi32(0x07));
-  const __m256i normal = _mm256_or_si256(_mm256_slli_epi32(_mm256_add_epi32(exp, _mm256_set1_epi32(119)), 23),
-                                         _mm256_slli_epi32(man, 20));
+  const __m256i normal =
+      _mm256_or_si256(_mm256_slli_epi32(_mm256_add_epi32(exp, _mm256_set1_epi32(119)), 23), _mm256_slli_epi32(man, 20));
   const __m256 tiny = _mm256_mul_ps(_mm256_cvtepi32_ps(man), _mm256_set1_ps(0x1p-10f));
   const __m256 value = _mm256_blendv_ps(_mm256_castsi256_ps(normal), tiny,
                                         _mm256_castsi256_ps(_mm256_cmpeq_epi32(exp, _mm256_setzero_si256())));
@@ -134,12 +134,14 @@ FOLIO_INLINE void nvfp4_group(const TileArgs& a, std::int64_t g, int count, __m2
     const std::byte* row = a.w + r * a.w_stride + g / 2 * NVFP4::kBytes;
     for (int j = 0; j < 8; ++j)
       q[r][j] = kFull || j < count ? NVFP4::values(row + j / 2 * NVFP4::kBytes, j % 2) : _mm256_setzero_si256();
-    const __m128i words =
-        _mm_mask_i32gather_epi32(_mm_setzero_si128(), reinterpret_cast<const int*>(row), block_offsets, whole_blocks, 1);
+    const __m128i words = _mm_mask_i32gather_epi32(_mm_setzero_si128(), reinterpret_cast<const int*>(row),
+                                                   block_offsets, whole_blocks, 1);
     // Activation block j = 2 i + h uses d[2 h] and d[2 h + 1] of block i: the
     // even bytes of `words` in order, and the odd ones.
-    const __m128i lo = _mm_shuffle_epi8(words, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1));
-    const __m128i hi = _mm_shuffle_epi8(words, _mm_setr_epi8(1, 3, 5, 7, 9, 11, 13, 15, -1, -1, -1, -1, -1, -1, -1, -1));
+    const __m128i lo =
+        _mm_shuffle_epi8(words, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1));
+    const __m128i hi =
+        _mm_shuffle_epi8(words, _mm_setr_epi8(1, 3, 5, 7, 9, 11, 13, 15, -1, -1, -1, -1, -1, -1, -1, -1));
     dlo[r] = ue4m3_half_lanes(_mm256_cvtepu8_epi32(lo));
     dhi[r] = ue4m3_half_lanes(_mm256_cvtepu8_epi32(hi));
   }
