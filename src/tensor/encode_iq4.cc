@@ -161,7 +161,7 @@ void encode_iq4_xs(const float* x, const float* importance, void* dst, std::int6
         double error = 0.0;
         for (int g = 0; g < kGroups; ++g) {
           int l = 32;
-          if (d != 0.0f) l = std::clamp(static_cast<int>(std::lround(scales[g] / d)), -32, 31) + 32;
+          if (d != 0.0f) l = static_cast<int>(std::lround(std::clamp(scales[g] / d, -32.0, 31.0))) + 32;
           block.scales_l[g / 2] = static_cast<std::uint8_t>(block.scales_l[g / 2] | ((l & 0x0f) << (4 * (g % 2))));
           block.scales_h = static_cast<std::uint16_t>(block.scales_h | ((l >> 4) << (2 * g)));
           const float scale = d * static_cast<float>(l - 32);  // as the decoder forms it
