@@ -87,8 +87,13 @@ const Shape kShapes[] = {
     {"qwen2.5-0.5b/attn_q", DType::Q5_0, 896, 896, true},
     {"qwen2.5-0.5b/ffn_up", DType::Q5_0, 4864, 896, true},
     {"qwen2.5-0.5b/ffn_up", DType::Q8_0, 4864, 896, true},
+    {"qwen2.5-0.5b/ffn_up", DType::Q4_0, 4864, 896, true},
+    {"qwen2.5-0.5b/ffn_up", DType::IQ4_NL, 4864, 896, true},
+    {"qwen2.5-0.5b/ffn_up", DType::MXFP4, 4864, 896, true},
+    {"qwen2.5-0.5b/ffn_up", DType::NVFP4, 4864, 896, true},
     {"qwen2.5-0.5b/ffn_down", DType::Q6_K, 896, 4864, true},
     {"qwen2.5-0.5b/ffn_down", DType::Q4_K, 896, 4864, true},
+    {"qwen2.5-0.5b/ffn_down", DType::IQ4_XS, 896, 4864, true},
     {"qwen2.5-0.5b/output", DType::Q8_0, 151936, 896, false},
     {"qwen2.5-0.5b/ffn_up", DType::F16, 4864, 896, false},
 };
@@ -105,6 +110,7 @@ void fill_weights(DType type, std::byte* dst, std::size_t bytes) {
   switch (type) {
     case DType::F16: halves = {0}; break;
     case DType::Q4_0: case DType::Q5_0: case DType::Q8_0: halves = {0}; break;
+    case DType::IQ4_NL: case DType::IQ4_XS: halves = {0}; break;
     case DType::Q4_1: case DType::Q5_1: case DType::Q4_K: case DType::Q5_K: halves = {0, 2}; break;
     case DType::Q2_K: halves = {80, 82}; break;
     case DType::Q3_K: halves = {108}; break;
@@ -115,6 +121,12 @@ void fill_weights(DType type, std::byte* dst, std::size_t bytes) {
   for (std::size_t b = 0; b + static_cast<std::size_t>(ti.block_bytes) <= bytes;
        b += static_cast<std::size_t>(ti.block_bytes))
     for (int off : halves) std::memcpy(dst + b + off, &h, sizeof(h));
+  // The FP4 types' 8-bit scales: normal values (subnormal products may be slower).
+  for (std::size_t b = 0; b + static_cast<std::size_t>(ti.block_bytes) <= bytes;
+       b += static_cast<std::size_t>(ti.block_bytes)) {
+    if (type == DType::MXFP4) dst[b] = std::byte{120};
+    if (type == DType::NVFP4) std::memset(dst + b, 0x30, 4);
+  }
 }
 
 void Matmul(benchmark::State& state, Shape shape, MatmulPrecision precision) {

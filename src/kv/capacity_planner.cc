@@ -115,7 +115,7 @@ std::optional<NumberFormat> weight_number_format(std::string_view name) {
 }
 
 std::vector<std::string> weight_number_format_names() {
-  return {"f32", "f16", "bf16", "fp8", "q8_0", "q6_k", "q5_k", "q4_k", "q4_0"};
+  return {"f32", "f16", "bf16", "fp8", "q8_0", "q6_k", "q5_k", "q4_k", "q4_0", "iq4_nl", "iq4_xs", "mxfp4", "nvfp4"};
 }
 
 ModelShape model_shape(const ModelConfig& c) {

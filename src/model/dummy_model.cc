@@ -171,6 +171,19 @@ void fill(DType type, std::int64_t n, bool norm, std::uint8_t* dst, Stream& rng)
       case DType::Q6_K:
         put_f16(b + 208, rng.uniform(0.000005f, 0.000015f));
         break;
+      // The grid types: values up to 127 (IQ4) or 12 (FP4) times the scale.
+      case DType::IQ4_NL:
+        put_f16(b, rng.uniform(0.0002f, 0.0004f));
+        break;
+      case DType::IQ4_XS:
+        put_f16(b, rng.uniform(0.000005f, 0.000015f));
+        break;
+      case DType::MXFP4:
+        b[0] = static_cast<std::uint8_t>(119 + rng.next() % 3);  // d from 2^-9 to 2^-7
+        break;
+      case DType::NVFP4:
+        for (int g = 0; g < 4; ++g) b[g] = static_cast<std::uint8_t>(2 + rng.next() % 8);  // d from 2^-9 to 2^-6
+        break;
       default:
         fail("--load-format dummy cannot make weights of type {}", name(type));
     }

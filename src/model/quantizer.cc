@@ -25,6 +25,8 @@ constexpr QuantRecipe kRecipes[] = {
     {"q4_k_s", DType::Q4_K, 14, Mix::kSmall}, {"q4_k_m", DType::Q4_K, 15, Mix::kMedium},
     {"q5_k_s", DType::Q5_K, 16, Mix::kSmall}, {"q5_k_m", DType::Q5_K, 17, Mix::kMedium},
     {"q6_k", DType::Q6_K, 18, Mix::kPure},
+    {"iq4_nl", DType::IQ4_NL, 25, Mix::kSmall}, {"iq4_xs", DType::IQ4_XS, 30, Mix::kSmall},
+    {"mxfp4", DType::MXFP4, 38, Mix::kSmall},   {"nvfp4", DType::NVFP4, 39, Mix::kSmall},
 };
 
 // Names that mean the same as a recipe above.
@@ -63,6 +65,8 @@ DType fit_row(DType type, std::int64_t row, std::string& why) {
     case DType::Q4_K: fallback = DType::Q5_0; break;
     case DType::Q5_K: fallback = DType::Q5_1; break;
     case DType::Q6_K: fallback = DType::Q8_0; break;
+    case DType::IQ4_XS: fallback = DType::IQ4_NL; break;
+    case DType::NVFP4: fallback = DType::MXFP4; break;
     default: break;
   }
   if (!fits(fallback)) fallback = DType::F16;

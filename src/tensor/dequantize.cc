@@ -197,6 +197,52 @@ void decode_q8_k(const void* src, float* dst, std::int64_t num_blocks) {
   }
 }
 
+void decode_iq4_nl(const void* src, float* dst, std::int64_t num_blocks) {
+  for (std::int64_t i = 0; i < num_blocks; ++i, dst += kBlockElems) {
+    const auto block = load_block<BlockIQ4_NL>(src, i);
+    const float d = f16_to_f32(block.d);
+    for (int e = 0; e < kBlockElems; ++e) dst[e] = d * static_cast<float>(kIq4Values[nibble(block.qs, e)]);
+  }
+}
+
+void decode_iq4_xs(const void* src, float* dst, std::int64_t num_blocks) {
+  for (std::int64_t i = 0; i < num_blocks; ++i, dst += kSuperBlockElems) {
+    const auto block = load_block<BlockIQ4_XS>(src, i);
+    const float d = f16_to_f32(block.d);
+    for (int g = 0; g < kSuperBlockElems / kBlockElems; ++g) {
+      const int low = (block.scales_l[g / 2] >> (4 * (g % 2))) & 0x0f;
+      const int high = (block.scales_h >> (2 * g)) & 0x03;
+      const float scale = d * static_cast<float>((low | (high << 4)) - 32);
+      const std::uint8_t* qs = block.qs + kHalfBlock * g;
+      for (int e = 0; e < kBlockElems; ++e)
+        dst[kBlockElems * g + e] = scale * static_cast<float>(kIq4Values[nibble(qs, e)]);
+    }
+  }
+}
+
+void decode_mxfp4(const void* src, float* dst, std::int64_t num_blocks) {
+  for (std::int64_t i = 0; i < num_blocks; ++i, dst += kBlockElems) {
+    const auto block = load_block<BlockMXFP4>(src, i);
+    const float d = e8m0_half_to_f32(block.e);
+    for (int e = 0; e < kBlockElems; ++e) dst[e] = d * static_cast<float>(kFp4Values[nibble(block.qs, e)]);
+  }
+}
+
+void decode_nvfp4(const void* src, float* dst, std::int64_t num_blocks) {
+  constexpr int kHalfGroup = kNvfp4GroupElems / 2;
+  for (std::int64_t i = 0; i < num_blocks; ++i, dst += kNvfp4Elems) {
+    const auto block = load_block<BlockNVFP4>(src, i);
+    for (int g = 0; g < kNvfp4Elems / kNvfp4GroupElems; ++g) {
+      const float d = ue4m3_half_to_f32(block.d[g]);
+      const std::uint8_t* qs = block.qs + kHalfGroup * g;
+      for (int e = 0; e < kNvfp4GroupElems; ++e) {
+        const int q = e < kHalfGroup ? qs[e] & 0x0f : qs[e - kHalfGroup] >> 4;
+        dst[kNvfp4GroupElems * g + e] = d * static_cast<float>(kFp4Values[q]);
+      }
+    }
+  }
+}
+
 using DecodeFn = void (*)(const void* src, float* dst, std::int64_t num_blocks);
 
 struct Decoder {
@@ -210,7 +256,8 @@ constexpr Decoder kDecoders[] = {
     {DType::Q4_0, decode_q4_0}, {DType::Q4_1, decode_q4_1}, {DType::Q5_0, decode_q5_0},
     {DType::Q5_1, decode_q5_1}, {DType::Q8_0, decode_q8_0}, {DType::Q2_K, decode_q2_k},
     {DType::Q3_K, decode_q3_k}, {DType::Q4_K, decode_q4_k}, {DType::Q5_K, decode_q5_k},
-    {DType::Q6_K, decode_q6_k}, {DType::Q8_K, decode_q8_k},
+    {DType::Q6_K, decode_q6_k}, {DType::Q8_K, decode_q8_k}, {DType::IQ4_NL, decode_iq4_nl},
+    {DType::IQ4_XS, decode_iq4_xs}, {DType::MXFP4, decode_mxfp4}, {DType::NVFP4, decode_nvfp4},
 };
 
 }  // namespace

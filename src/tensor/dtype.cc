@@ -28,10 +28,10 @@ constexpr std::array kTypes = {
     DTypeInfo{DType::IQ2_XS, "iq2_xs", 256, 74, false},
     DTypeInfo{DType::IQ3_XXS, "iq3_xxs", 256, 98, false},
     DTypeInfo{DType::IQ1_S, "iq1_s", 256, 50, false},
-    DTypeInfo{DType::IQ4_NL, "iq4_nl", 32, 18, false},
+    DTypeInfo{DType::IQ4_NL, "iq4_nl", 32, 18, true},
     DTypeInfo{DType::IQ3_S, "iq3_s", 256, 110, false},
     DTypeInfo{DType::IQ2_S, "iq2_s", 256, 82, false},
-    DTypeInfo{DType::IQ4_XS, "iq4_xs", 256, 136, false},
+    DTypeInfo{DType::IQ4_XS, "iq4_xs", 256, 136, true},
     DTypeInfo{DType::I8, "i8", 1, 1, false},
     DTypeInfo{DType::I16, "i16", 1, 2, false},
     DTypeInfo{DType::I32, "i32", 1, 4, false},
@@ -41,7 +41,8 @@ constexpr std::array kTypes = {
     DTypeInfo{DType::BF16, "bf16", 1, 2, true},
     DTypeInfo{DType::TQ1_0, "tq1_0", 256, 54, false},
     DTypeInfo{DType::TQ2_0, "tq2_0", 256, 66, false},
-    DTypeInfo{DType::MXFP4, "mxfp4", 32, 17, false},
+    DTypeInfo{DType::MXFP4, "mxfp4", 32, 17, true},
+    DTypeInfo{DType::NVFP4, "nvfp4", 64, 36, true},
 };
 
 }  // namespace

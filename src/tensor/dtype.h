@@ -43,6 +43,7 @@ enum class DType : std::uint32_t {
   TQ1_0 = 34,
   TQ2_0 = 35,
   MXFP4 = 39,
+  NVFP4 = 40,
 };
 
 struct DTypeInfo {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <bit>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -120,6 +121,49 @@ struct BlockQ8_K {
   std::int16_t bsums[kSuperBlockElems / 16];  // sum of each group of 16 q
 };
 
+// The non-linear 4-bit grid of IQ4_NL and IQ4_XS: x = d * kIq4Values[q],
+// q in [0, 15]. The values are GGUF's; they are sorted.
+inline constexpr std::int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                               1,    13,   25,  38,  53,  69,  89,  113};
+
+// FP4 (E2M1) values doubled, so that they are integers: the grid of MXFP4 and
+// NVFP4, whose scales are stored halved to match. Code 8 is -0.
+inline constexpr std::int8_t kFp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+// x = d * kIq4Values[q]: Q4_0 with a non-linear grid.
+struct BlockIQ4_NL {
+  std::uint16_t d;
+  std::uint8_t qs[kBlockElems / 2];  // as Q4_0
+};
+
+// 8 groups of 32: x = d * (scale[g] - 32) * kIq4Values[q], scale[g] 6 bits:
+// low 4 from scales_l[g / 2] >> 4*(g % 2), high 2 from scales_h >> 2g.
+// Group g's codes are qs[16 g .. 16 g + 16) in the layout of Q4_0.
+struct BlockIQ4_XS {
+  std::uint16_t d;
+  std::uint16_t scales_h;
+  std::uint8_t scales_l[kSuperBlockElems / 64];
+  std::uint8_t qs[kSuperBlockElems / 2];
+};
+
+// x = e8m0_half(e) * kFp4Values[q]: an OCP microscaling block, with a shared
+// power-of-two scale; codes in the layout of Q4_0.
+struct BlockMXFP4 {
+  std::uint8_t e;
+  std::uint8_t qs[kBlockElems / 2];
+};
+
+inline constexpr int kNvfp4Elems = 64;     // elements in an NVFP4 block
+inline constexpr int kNvfp4GroupElems = 16;  // elements per scale
+
+// 4 groups of 16: x = ue4m3_half(d[g]) * kFp4Values[q]. Group g's codes are
+// qs[8 g .. 8 g + 8): element 16 g + i in the low nibble of qs[8 g + i], element
+// 16 g + 8 + i in the high one.
+struct BlockNVFP4 {
+  std::uint8_t d[kNvfp4Elems / kNvfp4GroupElems];
+  std::uint8_t qs[kNvfp4Elems / 2];
+};
+
 static_assert(sizeof(BlockQ4_0) == 18 && offsetof(BlockQ4_0, qs) == 2);
 static_assert(sizeof(BlockQ4_1) == 20 && offsetof(BlockQ4_1, qs) == 4);
 static_assert(sizeof(BlockQ5_0) == 22 && offsetof(BlockQ5_0, qh) == 2 && offsetof(BlockQ5_0, qs) == 6);
@@ -132,6 +176,33 @@ static_assert(sizeof(BlockQ4_K) == 144 && offsetof(BlockQ4_K, scales) == 4 && of
 static_assert(sizeof(BlockQ5_K) == 176 && offsetof(BlockQ5_K, qh) == 16 && offsetof(BlockQ5_K, qs) == 48);
 static_assert(sizeof(BlockQ6_K) == 210 && offsetof(BlockQ6_K, qh) == 128 && offsetof(BlockQ6_K, d) == 208);
 static_assert(sizeof(BlockQ8_K) == 292 && offsetof(BlockQ8_K, qs) == 4 && offsetof(BlockQ8_K, bsums) == 260);
+
+static_assert(sizeof(BlockIQ4_NL) == 18 && offsetof(BlockIQ4_NL, qs) == 2);
+static_assert(sizeof(BlockIQ4_XS) == 136 && offsetof(BlockIQ4_XS, scales_l) == 4 && offsetof(BlockIQ4_XS, qs) == 8);
+static_assert(sizeof(BlockMXFP4) == 17 && offsetof(BlockMXFP4, qs) == 1);
+static_assert(sizeof(BlockNVFP4) == 36 && offsetof(BlockNVFP4, qs) == 4);
+
+// MXFP4's E8M0 scale byte as the float 2^(e - 128): half of the exponent's
+// power of two, to match the doubled kFp4Values. e = 0 and 1 give float
+// subnormals; no byte is NaN.
+inline float e8m0_half_to_f32(std::uint8_t e) {
+  const std::uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<std::uint32_t>(e - 1) << 23;
+  float v;
+  std::memcpy(&v, &bits, sizeof(v));
+  return v;
+}
+
+// NVFP4's unsigned E4M3 scale byte (bias 7, bit 7 ignored) as float, halved to
+// match the doubled kFp4Values. 0x7f (E4M3's NaN) and 0 decode to 0; every
+// other value is exact in float.
+inline float ue4m3_half_to_f32(std::uint8_t x) {
+  if (x == 0 || x == 0x7f) return 0.0f;
+  const int exp = (x >> 3) & 0x0f;
+  const int man = x & 0x07;
+  const float raw = exp == 0 ? static_cast<float>(man) * 0x1p-9f
+                             : (1.0f + static_cast<float>(man) / 8.0f) * std::ldexp(1.0f, exp - 7);
+  return raw * 0.5f;
+}
 
 // Block i of a row. Rows come from files and buffers at any byte offset, so
 // blocks are copied, never dereferenced in place.

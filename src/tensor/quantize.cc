@@ -232,6 +232,10 @@ constexpr Encoder kEncoders[] = {
     {DType::Q4_K, nullptr, encode_q4_k},
     {DType::Q5_K, nullptr, encode_q5_k},
     {DType::Q6_K, nullptr, encode_q6_k},
+    {DType::IQ4_NL, nullptr, encode_iq4_nl},
+    {DType::IQ4_XS, nullptr, encode_iq4_xs},
+    {DType::MXFP4, encode_mxfp4, encode_weighted_mxfp4},
+    {DType::NVFP4, nullptr, encode_nvfp4},
 };
 
 const Encoder* find_encoder(DType type) {

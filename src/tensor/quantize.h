@@ -18,12 +18,12 @@ void dequantize_row(DType type, const void* src, float* dst, std::int64_t n);
 bool can_quantize(DType type);
 
 // Encodes n floats into n / block_elems blocks of `type` at dst. F32, F16,
-// BF16 and Q4_0 .. Q8_0 are byte for byte what gguf.quants.quantize writes
-// (Q8_K, which gguf lacks, follows the GGUF reference definition). Q2_K ..
-// Q6_K, which gguf cannot encode, are quantize_row_weighted with no
-// importance: a scale search for the least squared error. Throws Error where
-// can_quantize is false, n is negative or not whole blocks, or a K-quant row
-// holds a NaN or an infinity.
+// BF16, Q4_0 .. Q8_0 and MXFP4 are byte for byte what gguf.quants.quantize
+// writes (Q8_K, which gguf lacks, follows the GGUF reference definition).
+// Q2_K .. Q6_K, IQ4_NL, IQ4_XS and NVFP4, which gguf cannot encode, are
+// quantize_row_weighted with no importance: a scale search for the least
+// squared error. Throws Error where can_quantize is false, n is negative or
+// not whole blocks, or a row of a searched type holds a NaN or an infinity.
 void quantize_row(DType type, const float* src, void* dst, std::int64_t n);
 
 // Encodes like quantize_row, but chooses each block's scales (and mins) to
@@ -33,8 +33,10 @@ void quantize_row(DType type, const float* src, void* dst, std::int64_t n);
 //   Q4_0, Q4_1, Q5_0, Q5_1, Q8_0: with nullptr, quantize_row's bytes exactly;
 //     with importance, per block the better (weighted) of those bytes and a
 //     scale search's, so never worse than quantize_row.
-//   Q2_K .. Q6_K: a scale search; nullptr weighs every element alike, and is
-//     what quantize_row does.
+//   MXFP4: with nullptr, quantize_row's bytes; with importance, per block the
+//     better (weighted) of gguf's power-of-two scale and its two neighbours.
+//   Q2_K .. Q6_K, IQ4_NL, IQ4_XS, NVFP4: a scale search; nullptr weighs every
+//     element alike, and is what quantize_row does.
 //   F32, F16, BF16, Q8_K: importance is ignored.
 // For finite input the output decodes to finite numbers (scales beyond f16
 // saturate instead of overflowing), and an all-zero block decodes to zeros.

@@ -27,6 +27,15 @@ void encode_weighted_q5_0(const float* x, const float* importance, void* dst, st
 void encode_weighted_q5_1(const float* x, const float* importance, void* dst, std::int64_t num_blocks);
 void encode_weighted_q8_0(const float* x, const float* importance, void* dst, std::int64_t num_blocks);
 
+// The 4-bit grid types: IQ4_NL, IQ4_XS and NVFP4 always search (gguf cannot
+// encode them); MXFP4 is gguf's encoder (encode_mxfp4), and with importance
+// the best of its scale and the scale's neighbours.
+void encode_iq4_nl(const float* x, const float* importance, void* dst, std::int64_t num_blocks);
+void encode_iq4_xs(const float* x, const float* importance, void* dst, std::int64_t num_blocks);
+void encode_nvfp4(const float* x, const float* importance, void* dst, std::int64_t num_blocks);
+void encode_mxfp4(const float* x, void* dst, std::int64_t num_blocks);
+void encode_weighted_mxfp4(const float* x, const float* importance, void* dst, std::int64_t num_blocks);
+
 // A block's values rescaled by a power of two so that the largest magnitude is
 // in [0.5, 1): squares and sums then neither overflow nor vanish, and since the
 // rescaling is exact (short of float subnormals) every fit carries over.

@@ -122,6 +122,24 @@ TEST(CpuMatmul, SimdDequantizersMatchReference) {
     }
 }
 
+// The 8-bit scales of MXFP4 and NVFP4 decode in SIMD lanes: every byte, in
+// random blocks (E8M0's largest scales overflow to infinities, compared too).
+TEST(CpuMatmul, SimdDequantizersTakeEveryScaleByte) {
+  std::mt19937 rng(3);
+  for (const std::string& cap : level_caps())
+    for (DType type : {DType::MXFP4, DType::NVFP4}) {
+      const std::int64_t k = 64 * 512;
+      const auto bytes = static_cast<std::size_t>(row_bytes(type, k));
+      Misaligned w(bytes, 1);
+      for (std::size_t i = 0; i < bytes; ++i) w.data()[i] = static_cast<std::uint8_t>(rng());
+      std::vector<float> want(static_cast<std::size_t>(k)), got(static_cast<std::size_t>(k));
+      dequantize_row(type, w.data(), want.data(), k);
+      kernels_for(cap).dequantize[static_cast<int>(type)](w.data(), got.data(), k);
+      EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0)
+          << name(type) << " at " << level_name(cap);
+    }
+}
+
 // ---- every type x precision x level x shape against the reference ----
 
 struct Problem {
@@ -160,7 +178,8 @@ struct Problem {
           for (std::int64_t i = 0; i < k; ++i) abs_sum[t * m + o] += std::fabs(double(wf[o * k + i]) * xf()[t * k + i]);
       return;
     }
-    const ActQ8Layout layout = ActQ8Layout::make(is_kquant(type) ? ActFormat::kQ8x256 : ActFormat::kQ8x32, k);
+    const ActQ8Layout layout =
+        ActQ8Layout::make(testing::act_block_elems(type) == 256 ? ActFormat::kQ8x256 : ActFormat::kQ8x32, k);
     std::vector<std::byte> row(layout.row_bytes);
     for (std::int64_t t = 0; t < n; ++t) {
       const float* xt = xf() + t * k;
@@ -223,9 +242,7 @@ TEST(CpuMatmul, Q8KernelsAgainstTheExactDotOfTheirActivations) {
   int checked = 0;
   for (DType type : kTypes) {
     if (is_float(type)) continue;  // float weights run f32 kernels at either precision
-    const std::vector<std::int64_t> widths = is_kquant(type) ? std::vector<std::int64_t>{256, 768}
-                                                              : std::vector<std::int64_t>{32, 96, 896};
-    for (std::int64_t k : widths) {
+    for (std::int64_t k : testing::matmul_widths(type)) {
       Problem p(type, 33, k, 64, rng);
       // One thread: BatchPositionAndThreadsNeverChangeABit shows that two give the same bits.
       for (const std::string& cap : level_caps())

@@ -62,7 +62,8 @@ TEST(CudaMath, EveryBlockDecoderGivesTheReferencesFloats) {
   std::mt19937 rng(2);
   for (DType type : weight_types()) {
     ASSERT_TRUE(cuda::is_kernel_weight_type(type)) << name(type);
-    const std::int64_t rows = 6, k = is_float(type) ? 37 : is_kquant(type) ? 512 : 96;
+    const std::int64_t rows = 6;
+    const std::int64_t k = is_float(type) ? 37 : is_kquant(type) ? 512 : info(type).block_elems == 64 ? 192 : 96;
     std::vector<std::uint8_t> w(static_cast<std::size_t>(row_bytes(type, k) * rows));
     fill_weights(type, rows, k, w.data(), rng);
     for (std::int64_t r = 0; r < rows; ++r) {

@@ -76,7 +76,8 @@ TEST(DummyModel, SmolLM2ShapeLoadsInTheRecipesTypesAndGeneratesReproducibly) {
 }
 
 TEST(DummyModel, EveryWeightTypeTheKernelsReadLoads) {
-  for (const char* recipe : {"f16", "q8_0", "q4_0", "q5_1", "q6_k", "q5_k_m"}) {
+  for (const char* recipe :
+       {"f16", "q8_0", "q4_0", "q5_1", "q6_k", "q5_k_m", "iq4_nl", "iq4_xs", "mxfp4", "nvfp4"}) {
     auto session = open_dummy("SmolLM2-135M", recipe);
     EXPECT_EQ(generate(session, "abc", 2).size(), 2u) << recipe;
   }

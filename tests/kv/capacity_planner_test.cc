@@ -112,6 +112,16 @@ TEST(CapacityPlanner, WeightBytesInWholeBlocks) {
   EXPECT_DOUBLE_EQ(kQ8_0.bits_per_number(), 8.5);
 }
 
+TEST(CapacityPlanner, EveryListedWeightFormatIsKnown) {
+  for (const std::string& name : weight_number_format_names())
+    EXPECT_TRUE(weight_number_format(name).has_value()) << name;
+  // The 4-bit grid types: 4.5, 4.25, 4.25 and 4.5 bits per weight.
+  EXPECT_DOUBLE_EQ(weight_number_format("iq4_nl")->bits_per_number(), 4.5);
+  EXPECT_DOUBLE_EQ(weight_number_format("iq4_xs")->bits_per_number(), 4.25);
+  EXPECT_DOUBLE_EQ(weight_number_format("mxfp4")->bits_per_number(), 4.25);
+  EXPECT_DOUBLE_EQ(weight_number_format("nvfp4")->bits_per_number(), 4.5);
+}
+
 // The preset parameter counts follow from the published shapes.
 TEST(CapacityPlanner, PresetParameterCountsMatchTheirShapes) {
   // vocab, hidden, ffn, layers, heads, kv heads, experts, qkv bias

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -181,6 +182,60 @@ TEST(GgufHostileMutations, ByteFlipsAreRefusedOrReadSoundly) {
   // Most header bytes matter; some (string contents, values) may change freely.
   EXPECT_GT(refused, accepted / 2);
   EXPECT_GT(accepted, 0);
+}
+
+// The 4-bit grid types: sizes come from each type's block (32 or 256
+// elements in 18, 136 or 17 bytes; NVFP4's 64 in 36), never from the file; a
+// row that is not whole blocks is refused; a cut file is refused.
+TEST(GgufHostileMutations, GridTypesAreSizedPerBlock) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            fmt::format("folio_hostile_grid_{}.gguf", ::getpid()))
+                               .string();
+  struct Case {
+    const char* name;
+    DType type;
+    std::vector<std::int64_t> shape;
+    std::uint64_t bytes;
+  };
+  const Case cases[] = {{"nl", DType::IQ4_NL, {64, 3}, 6 * 18},
+                        {"xs", DType::IQ4_XS, {512, 2}, 4 * 136},
+                        {"mx", DType::MXFP4, {32, 5}, 5 * 17},
+                        {"nv", DType::NVFP4, {192, 2}, 6 * 36}};
+  GgufWriter w;
+  w.set("general.architecture", GgufMetaValue::string("llama"));
+  for (const Case& c : cases) w.add_tensor(c.name, c.type, c.shape);
+  w.begin(path);
+  for (const Case& c : cases) w.write_tensor_data(c.name, std::vector<std::uint8_t>(c.bytes, 0x5a));
+  w.finish();
+  std::vector<std::uint8_t> bytes = read_all(path);
+  std::filesystem::remove(path);
+  GgufFile f = GgufFile::from_bytes(bytes, "grid");
+  std::size_t needed = 0;
+  for (const Case& c : cases) {
+    const GgufTensorInfo* t = f.find_tensor(c.name);
+    ASSERT_NE(t, nullptr) << c.name;
+    EXPECT_EQ(t->type, c.type);
+    EXPECT_EQ(t->size_bytes, c.bytes) << c.name;
+    needed = std::max<std::size_t>(needed, t->file_offset + t->size_bytes);
+  }
+  expect_sound(f);
+  for (std::size_t n = needed - 40; n < needed; ++n)
+    EXPECT_THROW(GgufFile::from_bytes(std::span<const std::uint8_t>(bytes.data(), n), "cut"), Error) << n;
+
+  // "nv" with the row of "mx" (32 elements): half an NVFP4 block. The type
+  // field follows the dims; patch "mx"'s type id to NVFP4's 40.
+  const std::uint8_t mx_name[] = {2, 0, 0, 0, 0, 0, 0, 0, 'm', 'x'};
+  auto it = std::search(bytes.begin(), bytes.end(), std::begin(mx_name), std::end(mx_name));
+  ASSERT_NE(it, bytes.end());
+  const std::size_t type_at = static_cast<std::size_t>(it - bytes.begin()) + sizeof(mx_name) + 4 + 2 * 8;
+  ASSERT_EQ(bytes[type_at], static_cast<std::uint8_t>(DType::MXFP4));
+  bytes[type_at] = static_cast<std::uint8_t>(DType::NVFP4);
+  try {
+    GgufFile::from_bytes(bytes, "half_block");
+    FAIL() << "a row of half an nvfp4 block was accepted";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("not a multiple of the nvfp4 block size 64"));
+  }
 }
 
 }  // namespace

@@ -279,7 +279,7 @@ TEST_P(GgufWriterAlignment, TensorsOfEveryTypeRoundTripAligned) {
     EXPECT_EQ(size, static_cast<std::uint64_t>(dt->block_bytes * 2 * 3)) << name;
     expected.push_back({name, dt->type, shape, pattern(size, ++seed)});
   }
-  ASSERT_EQ(expected.size(), 32u);
+  ASSERT_EQ(expected.size(), 33u);
   // Zero-element tensors: a zero row length, and zero rows.
   EXPECT_EQ(w.add_tensor("empty.cols", DType::F32, {0}), 0u);
   EXPECT_EQ(w.add_tensor("empty.rows", DType::Q4_K, {256, 0, 7}), 0u);

@@ -92,6 +92,13 @@ TEST(QuantRecipe, ParsesNamesAliasesAndCase) {
   EXPECT_EQ(parse_quant_recipe("q8_0")->file_type, 7u);
   EXPECT_EQ(parse_quant_recipe("q4_k_m")->file_type, 15u);
   EXPECT_EQ(parse_quant_recipe("bf16")->file_type, 32u);
+  // llama.cpp's numbers (gguf's LlamaFileType): MOSTLY_IQ4_NL, MOSTLY_IQ4_XS,
+  // MOSTLY_MXFP4_MOE, MOSTLY_NVFP4.
+  EXPECT_EQ(parse_quant_recipe("iq4_nl")->file_type, 25u);
+  EXPECT_EQ(parse_quant_recipe("IQ4_XS")->file_type, 30u);
+  EXPECT_EQ(parse_quant_recipe("mxfp4")->file_type, 38u);
+  EXPECT_EQ(parse_quant_recipe("nvfp4")->file_type, 39u);
+  EXPECT_EQ(parse_quant_recipe("nvfp4")->base, DType::NVFP4);
   EXPECT_FALSE(parse_quant_recipe("q3_xl"));
 }
 
@@ -201,6 +208,40 @@ TEST(Quantizer, WritesTheEncodingOfTheDequantizedInputAndCopiesMetadata) {
   EXPECT_EQ(s.output_bytes, bytes);
   EXPECT_EQ(s.requantized, 0);
   EXPECT_NEAR(s.bits_per_weight(), 8.0 * static_cast<double>(bytes) / static_cast<double>(s.parameters), 1e-9);
+}
+
+TEST(Quantizer, GridTypesAreWrittenWithTheirFileTypeAndFallBacks) {
+  TempPath in_path;
+  write_model(in_path.str(), eight_layers(true));
+  const GgufFile in = GgufFile::open(in_path.str());
+  for (const char* name : {"iq4_nl", "iq4_xs", "mxfp4", "nvfp4"}) {
+    TempPath out_path;
+    const QuantizeOptions o = recipe(name);
+    quantize_gguf(in, out_path.str(), o);
+    const GgufFile out = GgufFile::open(out_path.str());
+    EXPECT_EQ(out.get_int("general.file_type", -1), static_cast<std::int64_t>(o.recipe.file_type)) << name;
+    EXPECT_EQ(out.find_tensor("blk.0.attn_q.weight")->type, o.recipe.base) << name;
+    EXPECT_EQ(out.find_tensor("output.weight")->type, DType::Q6_K) << name;  // the output keeps 6 bits
+    // 896 is not whole 256-blocks: IQ4_XS falls back to IQ4_NL (NVFP4's 64 fit).
+    EXPECT_EQ(out.find_tensor("blk.0.ffn_down.weight")->type,
+              o.recipe.base == DType::IQ4_XS ? DType::IQ4_NL : o.recipe.base) << name;
+    for (const char* tensor : {"blk.0.attn_q.weight", "blk.0.ffn_down.weight"}) {
+      const GgufTensorInfo& src = *in.find_tensor(tensor);
+      const GgufTensorInfo& q = *out.find_tensor(tensor);
+      const std::int64_t cols = src.shape[0];
+      std::vector<float> x(static_cast<std::size_t>(cols)), y(x.size());
+      double error = 0, norm = 0;
+      for (std::int64_t r = 0; r < src.rows(); ++r) {
+        dequantize_row(src.type, src.data + r * row_bytes(src.type, cols), x.data(), cols);
+        dequantize_row(q.type, q.data + r * row_bytes(q.type, cols), y.data(), cols);
+        for (std::int64_t c = 0; c < cols; ++c) {
+          error += std::pow(double(x[c]) - y[c], 2);
+          norm += std::pow(double(x[c]), 2);
+        }
+      }
+      EXPECT_LT(std::sqrt(error / norm), 0.15) << name << " " << tensor;
+    }
+  }
 }
 
 TEST(Quantizer, ImportanceChangesTheBlocksOnlyOfTheWeightsItCovers) {

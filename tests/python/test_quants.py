@@ -26,14 +26,18 @@ from gguf import GGML_QUANT_SIZES, GGMLQuantizationType as T
 from gguf import quants
 
 DEQUANT_TYPES = ["f32", "f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0",
-                 "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "q8_k"]
+                 "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "q8_k",
+                 "iq4_nl", "iq4_xs", "mxfp4", "nvfp4"]
 QUANT_TYPES = ["f32", "f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q8_k"]
 # folio encodes these with its own scale search (gguf.quants cannot encode
-# them): tests/tensor/quantize_test.cc checks their round trips.
-SEARCHED_TYPES = ["q2_k", "q3_k", "q4_k", "q5_k", "q6_k"]
+# them): tests/tensor/quantize_test.cc checks their round trips, and
+# test_searched_round_trip below decodes folio's bytes with gguf.
+SEARCHED_TYPES = ["q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "iq4_nl", "iq4_xs", "nvfp4"]
+# gguf encodes MXFP4 with a float32 log2 (test_quantize_mxfp4_byte_exact).
+GGUF_EXACT_OTHER = ["mxfp4"]
 
 # gguf 0.19.0 knows these, folio's DType does not list them yet.
-GGUF_ONLY = {"NVFP4", "Q1_0"}
+GGUF_ONLY = {"Q1_0"}
 
 NUM_BLOCKS = 4096
 CANONICAL_NAN = 0x7FC00000
@@ -43,7 +47,11 @@ CANONICAL_NAN = 0x7FC00000
 F16_FIELDS = {
     "q4_0": [0], "q4_1": [0, 2], "q5_0": [0], "q5_1": [0, 2], "q8_0": [0],
     "q2_k": [80, 82], "q3_k": [108], "q4_k": [0, 2], "q5_k": [0, 2], "q6_k": [208],
+    "iq4_nl": [0], "iq4_xs": [0],
 }
+# Types whose scales are 8-bit (E8M0, E4M3) and decode to neither NaN nor
+# infinity: random bytes cover every scale.
+BYTE_SCALED = {"mxfp4", "nvfp4"}
 TWO_TERM = {"q4_1", "q5_1", "q2_k", "q4_k", "q5_k"}
 
 SPECIAL_F16 = np.array([
@@ -111,7 +119,7 @@ def test_dtype_table_matches_gguf(tool):
         assert (folio_elems, folio_bytes) == (block_elems, type_bytes), t.name
     assert set(folio) <= {t.value for t in GGML_QUANT_SIZES}
     assert {row[0] for row in folio.values() if row[3]} == set(DEQUANT_TYPES)
-    assert {row[0] for row in folio.values() if row[4]} == set(QUANT_TYPES + SEARCHED_TYPES)
+    assert {row[0] for row in folio.values() if row[4]} == set(QUANT_TYPES + SEARCHED_TYPES + GGUF_EXACT_OTHER)
 
 
 # ---- dequantization --------------------------------------------------------
@@ -132,6 +140,8 @@ def random_blocks(rng, type_name):
         pick = rng.random(NUM_BLOCKS) < 0.5
         d[pick, 0] = rng.choice(SPECIAL_F32, pick.sum())
         blocks[:, :4] = d.view(np.uint8)
+        return blocks
+    if type_name in BYTE_SCALED:
         return blocks
     for offset in F16_FIELDS[type_name]:
         field = blocks[:, offset:offset + 2].copy().view(np.uint16)
@@ -186,7 +196,10 @@ def test_dequantize_bit_exact(tool, tmp_path, type_name):
     assert np.isnan(ours[loose].view(np.float32)).all()
     # The specials really were exercised.
     values = ref.view(np.float32)
-    assert np.isnan(values).any() and np.isinf(values).any()
+    if type_name in BYTE_SCALED:
+        assert not np.isnan(values).any() and (values == 0).any()  # no scale byte is NaN
+    else:
+        assert np.isnan(values).any() and np.isinf(values).any()
 
 
 # ---- quantization ------------------------------------------------------------
@@ -355,3 +368,117 @@ def half_boundary_values(rng):
             mantissas.append((top + np.uint32((1 << (shift - 1)) + delta)) & np.uint32(0x7FFFFF))
     mantissas = np.concatenate(mantissas + [np.array([0, 1, 0x7FFFFF], dtype=np.uint32)])
     return (sign_exp[:, None] | mantissas[None, :]).reshape(-1).view(np.float32)
+
+
+# ---- MXFP4: gguf's encoder ------------------------------------------------------
+
+def mxfp4_exponent_defined(x):
+    """Blocks whose scale byte gguf defines: amax NaN or 0 (byte 0), or
+    floor(log2(amax)) - 2 + 127 in [0, 255] (numpy's cast to uint8 is
+    undefined outside it, and for infinities). Blocks whose amax lies within
+    2^-20 below a power of two are left out too: float32 log2 may round up to
+    the integer there, and numpy's log2 and the C library's differ on which."""
+    with np.errstate(all="ignore"):
+        amax = np.abs(x).max(axis=-1)
+        e = np.floor(np.log2(amax)) - 2 + 127
+        mantissa, _ = np.frexp(amax)
+        near_power = (mantissa > 1 - 2.0 ** -21) & (mantissa < 1)
+    return np.isnan(amax) | (amax == 0) | (np.isfinite(e) & (e >= 0) & (e <= 255) & ~near_power)
+
+
+def test_quantize_mxfp4_byte_exact(tool, tmp_path):
+    rng = np.random.default_rng(7770)
+    x = random_rows(rng, 32)
+    # Powers of two and values just under them: the exponent's edges.
+    edges = np.ldexp(1.0, rng.integers(-120, 120, (256, 1))) * rng.choice([1.0, 1 - 2.0 ** -12, 1.5], (256, 32))
+    x = np.concatenate([x, edges.astype(np.float32)])
+    ours = np.frombuffer(run_tool(tool, tmp_path, "quantize", "mxfp4", x.tobytes()), dtype=np.uint8)
+    ours = ours.reshape(x.shape[0], -1)
+    with np.errstate(all="ignore"):
+        ref = quants.quantize(x.reshape(-1), T.MXFP4).view(np.uint8).reshape(x.shape[0], -1)
+    defined = mxfp4_exponent_defined(x)
+    assert defined[:NUM_ORDINARY].all() and defined.mean() > 0.7
+    assert np.array_equal(ours[defined], ref[defined])
+    # Where gguf's byte is undefined folio saturates: 255 for infinities, 0 below 2^-125.
+    amax = np.abs(x).max(axis=-1)
+    assert (ours[np.isinf(amax) & ~np.isnan(amax), 0] == 255).all()
+    assert (ours[(amax > 0) & (amax < 2.0 ** -125), 0] == 0).all()
+
+
+# ---- folio's searched encoders, decoded by gguf ----------------------------------
+
+@pytest.mark.parametrize("type_name", ["iq4_nl", "iq4_xs", "mxfp4", "nvfp4"])
+def test_searched_round_trip(tool, tmp_path, type_name):
+    """folio's bytes decode with gguf's dequantizer to what folio decodes, and
+    the error on normal data is no worse than gguf's Q4_0 (4.5 bits) for the
+    IQ4 types, and within twice it for the FP4 types, whose grid (0, 0.5, 1,
+    1.5, 2, 3, 4, 6) has only 8 magnitudes and coarse steps at the top."""
+    rng = np.random.default_rng(4242 + len(type_name))
+    x = (rng.standard_normal((2048, 256)) * 10.0 ** rng.uniform(-3, 1, (2048, 1))).astype(np.float32)
+    blocks = run_tool(tool, tmp_path, "quantize", type_name, x.tobytes())
+    assert len(blocks) == x.size // GGML_QUANT_SIZES[qtype(type_name)][0] * block_bytes(type_name)
+    ref = quants.dequantize(np.frombuffer(blocks, dtype=np.uint8), qtype(type_name)).reshape(x.shape)
+    ours = np.frombuffer(run_tool(tool, tmp_path, "dequantize", type_name, blocks), dtype=np.float32).reshape(x.shape)
+    assert np.array_equal(ours.view(np.uint32), ref.view(np.uint32))
+    q4 = quants.dequantize(quants.quantize(x, T.Q4_0), T.Q4_0)
+    err, err_q4 = ((ref - x) ** 2).sum(axis=-1), ((q4 - x) ** 2).sum(axis=-1)
+    if type_name == "nvfp4":
+        # E4M3 scales bottom out at 2^-10: rows of tiny values lose precision
+        # that Q4_0's f16 scale keeps. Compare rows whose scales are normal.
+        big = np.abs(x).max(axis=-1) > 1.0
+        err, err_q4 = err[big], err_q4[big]
+    bound = 2.0 if type_name in BYTE_SCALED else 1.0
+    assert err.sum() <= bound * err_q4.sum(), (err.sum(), err_q4.sum())
+
+
+# ---- `folio quantize` files, read by the gguf package --------------------------
+
+@pytest.mark.parametrize("type_name", ["iq4_nl", "iq4_xs", "mxfp4", "nvfp4"])
+def test_quantized_file_reads_back_in_gguf(tool, build_dir, tmp_path, type_name):
+    """A small model written by gguf's own writer, quantized by `folio
+    quantize --type TYPE`: gguf's reader finds every tensor with the type the
+    recipe gives it, and gguf's dequantizer gives folio's floats bit for bit,
+    close to the originals."""
+    from gguf import GGUFReader, GGUFWriter
+    folio = build_dir / "folio"
+    assert folio.exists(), f"{folio} is missing; build the folio target"
+    rng = np.random.default_rng(99)
+    src = tmp_path / "in.gguf"
+    w = GGUFWriter(str(src), "llama")
+    w.add_name("tiny")
+    tensors = {
+        "token_embd.weight": rng.standard_normal((16, 256)).astype(np.float32) * 0.05,
+        "blk.0.attn_norm.weight": np.ones(256, dtype=np.float32),
+        "blk.0.attn_q.weight": rng.standard_normal((8, 256)).astype(np.float32) * 0.05,
+        "blk.0.ffn_down.weight": rng.standard_normal((4, 896)).astype(np.float32) * 0.05,
+        "output.weight": rng.standard_normal((16, 256)).astype(np.float32) * 0.05,
+    }
+    for name, value in tensors.items():
+        w.add_tensor(name, value)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    out = tmp_path / f"out_{type_name}.gguf"
+    result = subprocess.run([str(folio), "quantize", str(src), str(out), "--type", type_name, "-t", "1"],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+    reader = GGUFReader(str(out))
+    found = {t.name: t for t in reader.tensors}
+    assert set(found) == set(tensors)
+    want_type = {"blk.0.attn_q.weight": type_name,
+                 # 896 is not whole 256-blocks: IQ4_XS falls back to IQ4_NL.
+                 "blk.0.ffn_down.weight": "iq4_nl" if type_name == "iq4_xs" else type_name,
+                 "output.weight": "q6_k", "token_embd.weight": type_name, "blk.0.attn_norm.weight": "f32"}
+    for name, t in found.items():
+        assert t.tensor_type.name.lower() == want_type[name], name
+        if t.tensor_type.name.lower() != type_name and name != "blk.0.ffn_down.weight":
+            continue
+        raw = np.asarray(t.data).view(np.uint8)
+        ref = quants.dequantize(raw, t.tensor_type).reshape(-1)
+        ours = np.frombuffer(run_tool(tool, tmp_path, "dequantize", t.tensor_type.name.lower(), raw.tobytes()),
+                             dtype=np.float32)
+        assert np.array_equal(ours.view(np.uint32), ref.view(np.uint32)), name
+        x = tensors[name].reshape(-1)
+        assert np.sqrt(((ref - x) ** 2).sum() / (x ** 2).sum()) < 0.15, name

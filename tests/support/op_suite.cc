@@ -206,6 +206,13 @@ void fill_weights(DType type, std::int64_t rows, std::int64_t k, std::uint8_t* d
       case DType::Q3_K: put_f16(b + 108, 0.5f * scale(rng)); break;
       case DType::Q4_K: case DType::Q5_K: put_f16(b, 0.5f * scale(rng)); put_f16(b + 2, 0.5f * scale(rng)); break;
       case DType::Q6_K: put_f16(b + 208, 0.1f * scale(rng)); break;
+      // The grid types' values reach 127 (IQ4) or 12 (FP4) times the scale.
+      case DType::IQ4_NL: put_f16(b, signed_scale() / 16.0f); break;
+      case DType::IQ4_XS: put_f16(b, 0.5f * scale(rng) / 16.0f); break;
+      case DType::MXFP4: b[0] = static_cast<std::uint8_t>(118 + rng() % 8); break;  // d from 2^-10 to 2^-3
+      case DType::NVFP4:
+        for (int g = 0; g < 4; ++g) b[g] = static_cast<std::uint8_t>(0x08 + rng() % 0x28);  // d from 2^-7 to 0.4
+        break;
       default: FAIL() << "no generator for " << name(type);
     }
   }
@@ -214,11 +221,28 @@ void fill_weights(DType type, std::int64_t rows, std::int64_t k, std::uint8_t* d
 const std::vector<DType>& weight_types() {
   static const std::vector<DType> types = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0,
                                            DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K,
-                                           DType::Q4_K, DType::Q5_K, DType::Q6_K};
+                                           DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL,
+                                           DType::IQ4_XS, DType::MXFP4, DType::NVFP4};
   return types;
 }
 
 bool is_kquant(DType t) { return info(t).block_elems == 256; }
+
+std::int64_t act_block_elems(DType t) {
+  switch (t) {
+    case DType::Q2_K: case DType::Q3_K: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K: return 256;
+    default: return 32;
+  }
+}
+
+std::vector<std::int64_t> matmul_widths(DType t) {
+  if (is_float(t)) return {1, 37, 300};
+  switch (info(t).block_elems) {
+    case 256: return {256, 768};
+    case 64: return {64, 192, 896};
+    default: return {32, 96, 896};
+  }
+}
 
 DeviceKv::DeviceKv(Backend& backend, KvCacheDType type, std::int64_t num_blocks, std::int64_t kv_heads,
                    std::int64_t block_size, std::int64_t head_dim, std::int64_t value_head_dim, std::mt19937& rng)

@@ -126,7 +126,12 @@ void fill_weights(DType type, std::int64_t rows, std::int64_t k, std::uint8_t* d
 
 // The weight types the backends compute with.
 const std::vector<DType>& weight_types();
-bool is_kquant(DType type);
+bool is_kquant(DType type);  // 256-element blocks (K-quants and IQ4_XS)
+// Elements per block of the 8-bit activations the q8 kernels of `type` take:
+// 256 for the K-quants (kQ8x256), 32 for the others (kQ8x32; IQ4_XS too).
+std::int64_t act_block_elems(DType type);
+// Row lengths that test a type's matmul: one block, a few, and many.
+std::vector<std::int64_t> matmul_widths(DType type);
 
 // A paged KV cache of num_blocks blocks on a backend, with its host mirror
 // (the same layout): random rows encoded in each pool's type, uploaded; and

@@ -147,6 +147,10 @@ TEST(QuantBlocks, SizesMatchTheDTypeTable) {
   expect(DType::Q5_K, sizeof(BlockQ5_K), kSuperBlockElems);
   expect(DType::Q6_K, sizeof(BlockQ6_K), kSuperBlockElems);
   expect(DType::Q8_K, sizeof(BlockQ8_K), kSuperBlockElems);
+  expect(DType::IQ4_NL, sizeof(BlockIQ4_NL), kBlockElems);
+  expect(DType::IQ4_XS, sizeof(BlockIQ4_XS), kSuperBlockElems);
+  expect(DType::MXFP4, sizeof(BlockMXFP4), kBlockElems);
+  expect(DType::NVFP4, sizeof(BlockNVFP4), kNvfp4Elems);
 }
 
 TEST(QuantBlocks, DequantizableFlagsMatchTheDequantizers) {
@@ -163,14 +167,15 @@ TEST(QuantBlocks, DequantizableFlagsMatchTheDequantizers) {
       EXPECT_THROW(dequantize_row(t->type, zeros.data(), out.data(), t->block_elems), Error) << t->name;
     }
   }
-  EXPECT_EQ(num_dequantizable, 14);
+  EXPECT_EQ(num_dequantizable, 18);
 }
 
 TEST(QuantBlocks, CanQuantize) {
   for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
-                     DType::Q8_0, DType::Q8_K, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K})
+                     DType::Q8_0, DType::Q8_K, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K,
+                     DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4, DType::NVFP4})
     EXPECT_TRUE(can_quantize(type)) << name(type);
-  for (DType type : {DType::Q8_1, DType::IQ4_NL, DType::IQ2_XXS, DType::I8, DType::MXFP4})
+  for (DType type : {DType::Q8_1, DType::IQ2_XXS, DType::I8, DType::IQ3_S})
     EXPECT_FALSE(can_quantize(type)) << name(type);
 }
 
@@ -949,14 +954,14 @@ TEST(Errors, UnsupportedTypesAreNamed) {
     EXPECT_NE(std::string(e.what()).find("iq2_xxs"), std::string::npos) << e.what();
   }
   try {
-    quantize_row(DType::IQ4_NL, out.data(), buf.data(), 256);
+    quantize_row(DType::IQ3_S, out.data(), buf.data(), 256);
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("iq4_nl"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("iq3_s"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("q8_0"), std::string::npos) << e.what();  // says what does work
     EXPECT_NE(std::string(e.what()).find("q6_k"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(quantize_row_weighted(DType::IQ4_NL, out.data(), nullptr, buf.data(), 256), Error);
+  EXPECT_THROW(quantize_row_weighted(DType::IQ3_S, out.data(), nullptr, buf.data(), 256), Error);
   EXPECT_THROW(quantize_row(DType::Q8_1, out.data(), buf.data(), 32), Error);
   EXPECT_THROW(dequantize_row(DType::Q8_1, buf.data(), out.data(), 32), Error);
 }

@@ -93,6 +93,58 @@ struct DeqQ8_0 {
   }
 };
 
+// IQ4_NL, MXFP4: d * float(value(q)).
+template <class F>
+struct DeqGrid32 {
+  static constexpr int kElems = 32;
+  static constexpr int kBytes = F::kBytes;
+  static constexpr bool kFloat = false;
+  static constexpr bool kInPlace = false;
+  static FOLIO_INLINE void decode(const std::byte* b, float* out) {
+    const __m256i v = F::values(b);
+    const __m256 d = _mm256_set1_ps(F::scale(b));
+    for (int p = 0; p < 4; ++p) _mm256_storeu_ps(out + 8 * p, _mm256_mul_ps(d, _mm256_cvtepi32_ps(widen_s8(v, p))));
+  }
+};
+
+// IQ4_XS: scale = d * float(l - 32) per group first, then scale * float(value(q)).
+struct DeqIQ4XS {
+  static constexpr int kElems = 256;
+  static constexpr int kBytes = 136;
+  static constexpr bool kFloat = false;
+  static constexpr bool kInPlace = false;
+  static FOLIO_INLINE void decode(const std::byte* b, float* out) {
+    float scale[8];
+    IQ4_XS::scales(b, scale);
+    const __m256i table = grid_table(kIq4Values, false);
+    for (int g = 0; g < 8; ++g) {
+      const __m256i v = _mm256_shuffle_epi8(table, split_nibbles(b + 8 + 16 * g));
+      const __m256 d = _mm256_set1_ps(scale[g]);
+      for (int p = 0; p < 4; ++p)
+        _mm256_storeu_ps(out + 32 * g + 8 * p, _mm256_mul_ps(d, _mm256_cvtepi32_ps(widen_s8(v, p))));
+    }
+  }
+};
+
+// NVFP4: d of each group of 16 * float(value(q)).
+struct DeqNVFP4 {
+  static constexpr int kElems = 64;
+  static constexpr int kBytes = 36;
+  static constexpr bool kFloat = false;
+  static constexpr bool kInPlace = false;
+  static FOLIO_INLINE void decode(const std::byte* b, float* out) {
+    alignas(32) float scale[8];
+    _mm256_store_ps(scale, ue4m3_half_lanes(_mm256_cvtepu8_epi32(_mm_cvtsi32_si128(static_cast<int>(load_u32(b))))));
+    for (int half = 0; half < 2; ++half) {
+      const __m256i v = NVFP4::values(b, half);
+      for (int p = 0; p < 4; ++p) {
+        const __m256 d = _mm256_set1_ps(scale[2 * half + p / 2]);
+        _mm256_storeu_ps(out + 32 * half + 8 * p, _mm256_mul_ps(d, _mm256_cvtepi32_ps(widen_s8(v, p))));
+      }
+    }
+  }
+};
+
 // K-quants: scale = d * sc[g] (and min = dmin * mn[g]) first, then
 // scale * float(q - offset), or scale * float(q) - min.
 template <class F>

@@ -1,7 +1,8 @@
-// The 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) against kQ8x32
-// activations, or packed (packed_weights.h) against kQ8x32Packed ones. Each
-// format gives a block's 32 codes q, with w = d * (q - kOffset), or
-// w = d * q + m where kMin.
+// The 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, and from
+// dot_grid4.inl IQ4_NL, MXFP4, IQ4_XS) against kQ8x32 activations, or packed
+// (packed_weights.h) against kQ8x32Packed ones. Each format gives a block's 32
+// codes q, with w = d * (q - kOffset), or w = d * q + m where kMin. A format
+// may have E8M0 scales (kE8M0) or decode 8 blocks at once (kWholeGroups).
 //
 // Blocks go in groups of 8, so that the float work is done once per group
 // with lane j holding block j of the group. Per group and output, in this
@@ -155,6 +156,17 @@ FOLIO_INLINE void group_scales(const std::byte* first, int count, __m256& d, __m
   const __m256i offsets = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(F::kBytes));
   const __m256i words = _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), reinterpret_cast<const int*>(first), offsets,
                                                     first_lanes(count), 1);
+  if constexpr (requires { F::kE8M0; }) {
+    if constexpr (F::kE8M0) {
+      // e8m0_half_to_f32 per lane: 0x00200000 << e for e < 2, else (e - 1) << 23.
+      const __m256i e = _mm256_and_si256(words, _mm256_set1_epi32(0xff));
+      const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+      const __m256i tiny = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+      const __m256i bits = _mm256_blendv_epi8(normal, tiny, _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e));
+      d = _mm256_and_ps(_mm256_castsi256_ps(bits), _mm256_castsi256_ps(first_lanes(count)));
+      return;
+    }
+  }
   // Low halves (d) to bytes 0-7 of each 128-bit lane, high halves (m) to bytes 8-15.
   const __m256i split = _mm256_shuffle_epi8(
       words, _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,  //
@@ -173,8 +185,12 @@ FOLIO_INLINE void block32_group(const TileArgs& a, std::int64_t g, int count, __
   __m256 dw[R], mw[R];
   for (int r = 0; r < R; ++r) {
     const std::byte* row = a.w + r * a.w_stride + g * F::kBytes;
-    for (int j = 0; j < 8; ++j) q[r][j] = kFull || j < count ? F::codes(row + j * F::kBytes) : _mm256_setzero_si256();
-    group_scales<F>(row, count, dw[r], mw[r]);
+    if constexpr (requires { F::kWholeGroups; }) {
+      F::load_group(row, q[r], dw[r]);  // count is 8
+    } else {
+      for (int j = 0; j < 8; ++j) q[r][j] = kFull || j < count ? F::codes(row + j * F::kBytes) : _mm256_setzero_si256();
+      group_scales<F>(row, count, dw[r], mw[r]);
+    }
   }
   for (int t = 0; t < T; ++t) {
     const std::byte* xr = a.x + t * a.x_stride;

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "backend/cpu/matmul_kernels.h"
+#include "tensor/quant_blocks.h"
 
 #if defined(__clang__)
 #pragma clang attribute push(__attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq"))), apply_to = function)
@@ -29,6 +30,7 @@ namespace {
 #include "backend/cpu/simd_avx.inl"
 #include "backend/cpu/quantize_act.inl"
 #include "backend/cpu/dot_block32.inl"
+#include "backend/cpu/dot_grid4.inl"
 #include "backend/cpu/dot_kquants.inl"
 #include "backend/cpu/dequant_simd.inl"
 #include "backend/cpu/matmul_table.inl"

@@ -55,7 +55,7 @@ using QuantizeActFn = void (*)(const ActQ8Layout& layout, const float* x, std::b
 // Decodes n elements (whole blocks) of a row to f32, bit-identical to dequantize_row.
 using DequantizeRowFn = void (*)(const void* src, float* dst, std::int64_t n);
 
-inline constexpr int kMaxDTypeId = 40;
+inline constexpr int kMaxDTypeId = 41;  // one past the largest GGUF type id with kernels (NVFP4)
 
 struct MatmulKernels {
   WeightKernels q8[kMaxDTypeId];   // kQ8: integer dots over quantized activations

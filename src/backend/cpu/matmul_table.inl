@@ -53,6 +53,11 @@ struct Block32Tile {
   };
 };
 
+template <int R, int T>
+struct Nvfp4Tile {
+  static void run(const TileArgs& a) { tile_q8_nvfp4<R, T>(a); }
+};
+
 template <class F>
 struct KQuantTile {
   template <int R, int T>
@@ -78,6 +83,8 @@ template <class F>
 WeightKernels packed_kernels() {
   return tiles<kPackedRows, kPackedTokens, Block32Tile<F, true>::template Tile>(ActFormat::kQ8x32Packed);
 }
+
+WeightKernels nvfp4_kernels() { return tiles<kBlock32Rows, kBlock32Tokens, Nvfp4Tile>(ActFormat::kQ8x32); }
 
 template <class F>
 WeightKernels kquant_kernels() {
@@ -111,6 +118,10 @@ MatmulKernels make_kernels() {
   set_f32<DeqK<Q4_K>>(k, DType::Q4_K);
   set_f32<DeqK<Q5_K>>(k, DType::Q5_K);
   set_f32<DeqK<Q6_K>>(k, DType::Q6_K);
+  set_f32<DeqGrid32<IQ4_NL>>(k, DType::IQ4_NL);
+  set_f32<DeqGrid32<MXFP4>>(k, DType::MXFP4);
+  set_f32<DeqIQ4XS>(k, DType::IQ4_XS);
+  set_f32<DeqNVFP4>(k, DType::NVFP4);
 
   // Float weights take the f32 kernels at both precisions.
   const DType float_types[] = {DType::F32, DType::F16, DType::BF16};
@@ -130,6 +141,10 @@ MatmulKernels make_kernels() {
   k.q8[static_cast<int>(DType::Q4_K)] = kquant_kernels<Q4_K>();
   k.q8[static_cast<int>(DType::Q5_K)] = kquant_kernels<Q5_K>();
   k.q8[static_cast<int>(DType::Q6_K)] = kquant_kernels<Q6_K>();
+  k.q8[static_cast<int>(DType::IQ4_NL)] = block32_kernels<IQ4_NL>();
+  k.q8[static_cast<int>(DType::MXFP4)] = block32_kernels<MXFP4>();
+  k.q8[static_cast<int>(DType::IQ4_XS)] = block32_kernels<IQ4_XS>();
+  k.q8[static_cast<int>(DType::NVFP4)] = nvfp4_kernels();
   k.quantize = quantize_act;
   return k;
 }

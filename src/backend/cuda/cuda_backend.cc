@@ -50,11 +50,15 @@ void check_weight_type(const Tensor& w, const char* op) {
     case DType::Q4_K:
     case DType::Q5_K:
     case DType::Q6_K:
+    case DType::IQ4_NL:
+    case DType::IQ4_XS:
+    case DType::MXFP4:
+    case DType::NVFP4:
       break;
     default:
       fail(
-          "cuda backend: {} of {} weights is not supported (f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0 and "
-          "q2_k .. q6_k are); requantize the model with folio quantize",
+          "cuda backend: {} of {} weights is not supported (f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, "
+          "q2_k .. q6_k, iq4_nl, iq4_xs, mxfp4 and nvfp4 are); requantize the model with folio quantize",
           op, name(w.dtype));
   }
   if (w.layout != Layout::kGguf) fail("cuda backend: {} weights must be in GGUF's block order", op);

@@ -30,7 +30,33 @@ constexpr int kBlockBytes = T == DType::Q4_0   ? 18
                             : T == DType::Q4_K ? 144
                             : T == DType::Q5_K ? 176
                             : T == DType::Q6_K ? 210
+                            : T == DType::IQ4_NL ? 18
+                            : T == DType::IQ4_XS ? 136
+                            : T == DType::MXFP4 ? 17
+                            : T == DType::NVFP4 ? 36
                                                : 0;
+
+// The grids of tensor/quant_blocks.h (kIq4Values, kFp4Values), as device code can read them.
+__host__ __device__ __forceinline__ float iq4_value(int q) {
+  constexpr std::int8_t kValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+  return static_cast<float>(kValues[q]);
+}
+__host__ __device__ __forceinline__ float fp4_value(int q) {
+  constexpr std::int8_t kValues[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+  return static_cast<float>(kValues[q]);
+}
+
+// quant_blocks.h's e8m0_half_to_f32 and ue4m3_half_to_f32, exact.
+__host__ __device__ __forceinline__ float e8m0_half_to_f32(std::uint8_t e) {
+  return float_of(e < 2 ? 0x00200000u << e : static_cast<std::uint32_t>(e - 1) << 23);
+}
+__host__ __device__ __forceinline__ float ue4m3_half_to_f32(std::uint8_t x) {
+  if (x == 0 || x == 0x7f) return 0.0f;
+  const int exp = (x >> 3) & 0x0f, man = x & 0x07;
+  if (exp == 0) return mul_rn(static_cast<float>(man), 0x1p-10f);
+  // (1 + man / 8) * 2^(exp - 7) / 2: biased exponent exp - 8 + 127.
+  return float_of(static_cast<std::uint32_t>(exp + 119) << 23 | static_cast<std::uint32_t>(man) << 20);
+}
 
 // out[0, 32) = elements [32 s, 32 s + 32) of a row of k numbers; for the
 // plain types, elements at or past k are 0.
@@ -134,6 +160,41 @@ __host__ __device__ __forceinline__ void dequant32(const std::uint8_t* row, std:
       if constexpr (T == DType::Q5_K) q |= ((b[16 + l] >> g) & 1) << 4;
       out[l] = sub_rn(mul_rn(scale, static_cast<float>(q)), min);
     }
+  } else if constexpr (T == DType::IQ4_NL || T == DType::MXFP4) {
+    const std::uint8_t* b = row + s * kBlockBytes<T>;
+    const float d = T == DType::IQ4_NL ? f16_at(b) : e8m0_half_to_f32(b[0]);
+    const std::uint8_t* qs = b + (T == DType::IQ4_NL ? 2 : 1);
+    FOLIO_UNROLL
+    for (int e = 0; e < 32; ++e) {
+      const int q = e < 16 ? (qs[e] & 0x0f) : (qs[e - 16] >> 4);
+      out[e] = mul_rn(d, T == DType::IQ4_NL ? iq4_value(q) : fp4_value(q));
+    }
+  } else if constexpr (T == DType::IQ4_XS) {
+    const std::uint8_t* b = row + (s / 8) * 136;
+    const int g = static_cast<int>(s % 8);
+    const int low = (b[4 + g / 2] >> (4 * (g % 2))) & 0x0f;
+    const int high = (u16_at(b + 2) >> (2 * g)) & 0x03;
+    const float scale = mul_rn(f16_at(b), static_cast<float>((low | (high << 4)) - 32));
+    const std::uint8_t* qs = b + 8 + 16 * g;
+    FOLIO_UNROLL
+    for (int e = 0; e < 32; ++e) {
+      const int q = e < 16 ? (qs[e] & 0x0f) : (qs[e - 16] >> 4);
+      out[e] = mul_rn(scale, iq4_value(q));
+    }
+  } else if constexpr (T == DType::NVFP4) {
+    const std::uint8_t* b = row + (s / 2) * 36;
+    const int half = static_cast<int>(s % 2);  // groups 2 half and 2 half + 1 of the block
+    FOLIO_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      const int g = 2 * half + h;
+      const float d = ue4m3_half_to_f32(b[g]);
+      const std::uint8_t* qs = b + 4 + 8 * g;
+      FOLIO_UNROLL
+      for (int e = 0; e < 16; ++e) {
+        const int q = e < 8 ? (qs[e] & 0x0f) : (qs[e - 8] >> 4);
+        out[16 * h + e] = mul_rn(d, fp4_value(q));
+      }
+    }
   } else if constexpr (T == DType::Q6_K) {
     const std::uint8_t* b = row + (s / 8) * 210;
     const int g = static_cast<int>(s % 8);
@@ -158,7 +219,8 @@ __host__ __device__ __forceinline__ void dequant32(const std::uint8_t* row, std:
 __host__ __device__ constexpr bool is_kernel_weight_type(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Q4_0 || t == DType::Q4_1 ||
          t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q8_0 || t == DType::Q2_K || t == DType::Q3_K ||
-         t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
+         t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || t == DType::IQ4_NL || t == DType::IQ4_XS ||
+         t == DType::MXFP4 || t == DType::NVFP4;
 }
 
 // dequant32 with the type chosen at run time (embedding and the dense
@@ -204,6 +266,18 @@ __host__ __device__ __forceinline__ void dequant32_any(DType t, const std::uint8
       break;
     case DType::Q6_K:
       dequant32<DType::Q6_K>(row, s, k, out);
+      break;
+    case DType::IQ4_NL:
+      dequant32<DType::IQ4_NL>(row, s, k, out);
+      break;
+    case DType::IQ4_XS:
+      dequant32<DType::IQ4_XS>(row, s, k, out);
+      break;
+    case DType::MXFP4:
+      dequant32<DType::MXFP4>(row, s, k, out);
+      break;
+    case DType::NVFP4:
+      dequant32<DType::NVFP4>(row, s, k, out);
       break;
     default:
       for (int e = 0; e < 32; ++e) out[e] = 0.0f;

@@ -190,6 +190,18 @@ void launch_matmul(const MatmulLaunch& a, cudaStream_t stream) {
     case DType::Q6_K:
       launch_typed<DType::Q6_K>(a, num_tiles, blocks, stream);
       break;
+    case DType::IQ4_NL:
+      launch_typed<DType::IQ4_NL>(a, num_tiles, blocks, stream);
+      break;
+    case DType::IQ4_XS:
+      launch_typed<DType::IQ4_XS>(a, num_tiles, blocks, stream);
+      break;
+    case DType::MXFP4:
+      launch_typed<DType::MXFP4>(a, num_tiles, blocks, stream);
+      break;
+    case DType::NVFP4:
+      launch_typed<DType::NVFP4>(a, num_tiles, blocks, stream);
+      break;
     default:
       launch_failed("matmul: no kernel for this weight type");
   }

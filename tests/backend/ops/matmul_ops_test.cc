@@ -47,7 +47,7 @@ struct Problem {
     ReferenceBackend().matmul(host_weights(), Tensor(x.data(), DType::F32, {n, k}), y, &b);
     std::vector<float> wf(static_cast<std::size_t>(m * k));
     for (std::int64_t o = 0; o < m; ++o) dequantize_row(type, w.data() + o * row_bytes(type, k), wf.data() + o * k, k);
-    const std::int64_t block = is_kquant(type) ? 256 : 32;
+    const std::int64_t block = act_block_elems(type);
     scale.assign(want.size(), 0.0);
     act_err.assign(want.size(), 0.0);
     for (std::int64_t t = 0; t < n; ++t)
@@ -90,11 +90,7 @@ TEST_P(MatmulOps, EveryWeightTypeAndShapeAgainstReference) {
   std::mt19937 rng(4);
   const BackendUnderTest& u = GetParam();
   for (DType type : weight_types()) {
-    std::vector<std::int64_t> widths;
-    if (is_float(type)) widths = {1, 37, 300};
-    else if (is_kquant(type)) widths = {256, 768};
-    else widths = {32, 96, 896};
-    for (std::int64_t k : widths) {
+    for (std::int64_t k : matmul_widths(type)) {
       Problem p(type, 33, k, 64, act(), rng);
       DeviceWeight w(be(), p.host_weights());
       DeviceTensor bias(be(), DType::F32, {p.m});

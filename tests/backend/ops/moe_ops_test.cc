@@ -30,6 +30,9 @@ TEST_P(MoeOps, RouteGroupMatmulCombineAgainstReference) {
   const MoeCase cases[] = {
       {1, 4, 2, DType::F32, 16, 32},   {5, 8, 2, DType::F16, 24, 64},  {13, 8, 3, DType::Q8_0, 40, 96},
       {9, 16, 4, DType::Q4_0, 33, 64}, {7, 4, 4, DType::Q4_K, 8, 256}, {3, 64, 8, DType::BF16, 17, 32},
+      // MXFP4 is the experts' type of gpt-oss; the other grid types too.
+      {9, 16, 4, DType::MXFP4, 33, 64}, {5, 8, 2, DType::NVFP4, 24, 128}, {7, 4, 4, DType::IQ4_XS, 8, 256},
+      {3, 8, 2, DType::IQ4_NL, 17, 96},
   };
   const BackendUnderTest& u = GetParam();
   std::mt19937 rng(11);
@@ -101,7 +104,7 @@ TEST_P(MoeOps, RouteGroupMatmulCombineAgainstReference) {
     // 8-bit activations what their rounding explains (as in matmul_ops_test).
     std::vector<double> scale(y.size(), 0.0);
     std::vector<float> wrow(static_cast<std::size_t>(c.in));
-    const std::int64_t block = is_kquant(c.type) ? 256 : 32;
+    const std::int64_t block = act_block_elems(c.type);
     const bool q8 = u.q8_activations && !is_float(c.type);
     for (std::int64_t e = 0; e < E; ++e)
       for (std::int64_t j = offsets[e]; j < offsets[e + 1]; ++j)
