@@ -100,17 +100,39 @@ bool has_special_token_text(const Tokenizer& tokenizer, std::string_view text) {
   return false;
 }
 
+// continue_final_message: the render ends where the final message's text
+// does (its end-of-turn and whatever follows cut off), so that the model
+// goes on writing that message. Found as its last occurrence, white space
+// at its end aside (templates trim it).
+std::size_t continuation_cut(const std::string& render, const std::vector<ChatMessage>& messages) {
+  std::string_view text = messages.back().content;
+  auto ascii_space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
+  while (!text.empty() && ascii_space(text.back())) text.remove_suffix(1);
+  const std::size_t at = text.empty() ? std::string::npos : render.rfind(text);
+  if (at == std::string::npos)
+    bad_request("continue_final_message",
+                "the chat template does not print the final message's text as it is, so it cannot be continued; "
+                "send it with text, or leave continue_final_message out");
+  return at + text.size();
+}
+
 std::vector<TokenId> encode_chat(const ChatTemplate& chat_template, const Tokenizer& tokenizer,
                                  const std::vector<ChatMessage>& messages, const ChatRenderOptions& options,
-                                 bool add_special_tokens, bool allow_special) {
-  const std::string plain = chat_template.render(messages_json(messages, nullptr), options);
-  if (allow_special) return tokenizer.encode(plain, add_special_tokens, /*parse_special=*/true);
+                                 bool add_special_tokens, bool allow_special, bool continue_final) {
+  std::string plain = chat_template.render(messages_json(messages, nullptr), options);
+  const std::size_t cut = continue_final ? continuation_cut(plain, messages) : plain.size();
+  if (allow_special) return tokenizer.encode(std::string_view(plain).substr(0, cut), add_special_tokens, true);
 
   const Markers markers = new_markers();
   const std::string marked = chat_template.render(messages_json(messages, &markers), options);
   std::optional<Unmarked> unmarked = unmark(marked, markers);
-  if (unmarked && unmarked->text == plain)
-    return tokenizer.encode(plain, add_special_tokens, /*parse_special=*/true, unmarked->literal);
+  if (unmarked && unmarked->text == plain) {
+    std::vector<TextRange> literal;
+    for (const TextRange& r : unmarked->literal)
+      if (r.begin < cut) literal.push_back({r.begin, std::min(r.end, cut)});
+    return tokenizer.encode(std::string_view(plain).substr(0, cut), add_special_tokens, /*parse_special=*/true,
+                            literal);
+  }
 
   // The template changed the content on its way: without knowing where it
   // went, only content with no special-token text is safe to render.
@@ -121,7 +143,7 @@ std::vector<TokenId> encode_chat(const ChatTemplate& chat_template, const Tokeni
                               "template rewrites message text in a way that cannot keep it as text; remove it, or "
                               "start the server with --allow-special-in-messages",
                               i));
-  return tokenizer.encode(plain, add_special_tokens, /*parse_special=*/true);
+  return tokenizer.encode(std::string_view(plain).substr(0, cut), add_special_tokens, /*parse_special=*/true);
 }
 
 }  // namespace folio::server

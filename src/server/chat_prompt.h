@@ -32,12 +32,14 @@ struct ChatMessage {
 };
 
 // allow_special: the old reading (--allow-special-in-messages), where the
-// whole render is read for special tokens. Throws jinja::JinjaError when the
+// whole render is read for special tokens. continue_final: the render ends
+// with the final message's text (continue_final_message), which the model
+// goes on writing. Throws jinja::JinjaError when the
 // template fails, ApiError 400 (param "messages") when special-token text
 // cannot be kept as text.
 std::vector<TokenId> encode_chat(const ChatTemplate& chat_template, const Tokenizer& tokenizer,
                                  const std::vector<ChatMessage>& messages, const ChatRenderOptions& options,
-                                 bool add_special_tokens, bool allow_special);
+                                 bool add_special_tokens, bool allow_special, bool continue_final = false);
 
 // Whether `text` holds the text of a control (or unknown) token.
 bool has_special_token_text(const Tokenizer& tokenizer, std::string_view text);

@@ -389,6 +389,13 @@ std::vector<TokenId> tokenize_chat(const Json& body, const ResponseJson& ordered
   messages.reserve(it->size());
   for (std::size_t i = 0; i < it->size(); ++i) messages.push_back(read_message((*it)[i], i, model));
   const std::optional<ToolRequest> tools = read_tools(body, ordered);
+  const bool continue_final = get_bool(body, "continue_final_message").value_or(false);
+  if (continue_final && add_generation_prompt)
+    bad_request("continue_final_message",
+                "continue_final_message continues the last message, and add_generation_prompt starts a new one; "
+                "set add_generation_prompt to false");
+  if (continue_final && messages.back().role != "assistant")
+    bad_request("continue_final_message", "continue_final_message needs the final message to be the assistant's");
   ChatRenderOptions options = chat_render_options(model.tokenizer->vocab());
   options.add_generation_prompt = add_generation_prompt;
   options.extra = template_kwargs(body, model);
@@ -400,7 +407,7 @@ std::vector<TokenId> tokenize_chat(const Json& body, const ResponseJson& ordered
   }
   try {
     return encode_chat(*model.chat_template, *model.tokenizer, messages, options, add_special_tokens,
-                       model.allow_special_in_messages);
+                       model.allow_special_in_messages, continue_final);
   } catch (const jinja::JinjaError& e) {
     if (e.kind() == jinja::JinjaError::Kind::kRaised)
       bad_request("messages", fmt::format("the model's chat template rejects this conversation: {}", e.detail()));

@@ -156,3 +156,21 @@ def test_special_tokens_can_be_kept_in_the_text(thinking):
         return chat(thinking, max_tokens=3, extra_body=body).choices[0].message.content
     assert answer() == ""
     assert answer(skip_special_tokens=False) == "<|im_end|>" * 3
+
+
+def test_continue_final_message_goes_on_with_the_assistants_text(thinking):
+    history = [{"role": "user", "content": "Name a colour."},
+               {"role": "assistant", "content": "My favourite colour is"}]
+    shown = httpx.post(thinking.url + "/tokenize", timeout=60, json={
+        "messages": history, "continue_final_message": True, "add_generation_prompt": False,
+        "return_token_strs": True}).json()
+    assert "".join(shown["token_strs"]).endswith("<|im_start|>assistant\nMy favourite colour is"), shown
+    r = chat(thinking, messages=history, max_tokens=8,
+             extra_body={"continue_final_message": True, "add_generation_prompt": False}).choices[0]
+    assert r.message.content and r.finish_reason in ("stop", "length")
+    for fields in [{"continue_final_message": True},  # with a generation prompt
+                   {"continue_final_message": True, "add_generation_prompt": False,
+                    "messages": [{"role": "user", "content": "hi"}]}]:
+        with pytest.raises(openai.BadRequestError):
+            chat(thinking, max_tokens=2, extra_body=fields, **({"messages": history} if "messages" not in fields
+                                                               else {}))
