@@ -217,6 +217,10 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--chat-template-kwargs", o->chat_template_kwargs,
                   "Template variables every chat gets unless it sets them, as a JSON object "
                   "('{\"enable_thinking\": false}')");
+  cmd->add_option("--allowed-origins", s.allowed_origins,
+                  "Origins a browser page may call this server from (CORS), e.g. http://localhost:3000; * for any "
+                  "(default: none)")
+      ->delimiter(',');
   cmd->add_option("--reasoning-parser", s.reasoning_parser,
                   "Split <think> text out of chat answers into reasoning_content: auto (default: when the chat "
                   "template thinks in <think> tags), think (always), none")

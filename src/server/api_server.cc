@@ -149,7 +149,64 @@ const ApiServer::Route* ApiServer::find_route(const std::string& method, const s
   return found;
 }
 
+namespace {
+
+// An exchange whose answers carry more header fields (CORS).
+class FieldsExchange final : public HttpExchange {
+ public:
+  FieldsExchange(HttpExchange& inner, HttpFields fields) : inner_(inner), fields_(std::move(fields)) {}
+  void respond(HttpResponse response) override {
+    response.fields.insert(response.fields.end(), fields_.begin(), fields_.end());
+    inner_.respond(std::move(response));
+  }
+  void begin_stream(int status, const std::string& content_type, const HttpFields& fields,
+                    std::string heartbeat) override {
+    HttpFields all = fields;
+    all.insert(all.end(), fields_.begin(), fields_.end());
+    inner_.begin_stream(status, content_type, all, std::move(heartbeat));
+  }
+  bool write(std::string bytes) override { return inner_.write(std::move(bytes)); }
+  void end_stream() override { inner_.end_stream(); }
+  bool client_gone() const override { return inner_.client_gone(); }
+  void on_gone(std::function<void()> callback) override { inner_.on_gone(std::move(callback)); }
+  void release_body() override { inner_.release_body(); }
+  void note(std::string text) override { inner_.note(std::move(text)); }
+
+ private:
+  HttpExchange& inner_;
+  HttpFields fields_;
+};
+
+}  // namespace
+
+HttpFields ApiServer::cors_fields(const HttpRequest& head) const {
+  const std::string* origin = head.field("origin");
+  if (origin == nullptr || options_.allowed_origins.empty()) return {};
+  for (const std::string& allowed : options_.allowed_origins) {
+    if (allowed == "*") return {{"Access-Control-Allow-Origin", "*"}};
+    if (allowed == *origin) return {{"Access-Control-Allow-Origin", *origin}, {"Vary", "Origin"}};
+  }
+  return {};
+}
+
 std::optional<HttpResponse> ApiServer::screen(const HttpRequest& head) {
+  std::optional<HttpResponse> refusal = screen_request(head);
+  if (refusal) {
+    HttpFields cors = cors_fields(head);
+    if (!cors.empty() && head.method == "OPTIONS" && head.field("access-control-request-method") != nullptr) {
+      // A browser's preflight: what it may send here.
+      for (const auto& [name, value] : refusal->fields)
+        if (name == "Allow") cors.emplace_back("Access-Control-Allow-Methods", value);
+      const std::string* asked = head.field("access-control-request-headers");
+      cors.emplace_back("Access-Control-Allow-Headers", asked ? *asked : "Authorization, Content-Type");
+      cors.emplace_back("Access-Control-Max-Age", "600");
+    }
+    refusal->fields.insert(refusal->fields.end(), cors.begin(), cors.end());
+  }
+  return refusal;
+}
+
+std::optional<HttpResponse> ApiServer::screen_request(const HttpRequest& head) {
   std::string allow;
   const Route* route = find_route(head.method, head.path, &allow);
   if (head.path == "*" && head.method == "OPTIONS") allow = "GET, HEAD, POST";
@@ -180,7 +237,8 @@ std::optional<HttpResponse> ApiServer::screen(const HttpRequest& head) {
   return std::nullopt;
 }
 
-void ApiServer::handle(HttpRequest request, HttpExchange& exchange) {
+void ApiServer::handle(HttpRequest request, HttpExchange& plain_exchange) {
+  FieldsExchange exchange(plain_exchange, cors_fields(request));
   try {
     const Route* route = find_route(request.method, request.path, nullptr);
     if (route == nullptr) throw ApiError(404, kRouteList);  // screen() let no such request through

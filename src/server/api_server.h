@@ -30,17 +30,18 @@
 namespace folio::server {
 
 struct ServerOptions {
-  HttpServerOptions http;                  // address, limits, timeouts, connections
-  ApiKeys api_keys;                        // empty: no authentication
-  std::string served_model_name;           // the name clients must use in `model`
-  int max_n = 16;                          // most completions per prompt
-  int max_choices_per_request = 64;        // prompts x n in one request
-  int max_choices_per_client = 0;          // queued or running from one address; 0: half the engine's --max-waiting
-  bool allow_special_in_messages = false;  // chat text may become special tokens (the old, unsafe reading)
-  bool log_requests = true;                // one stderr line per request
-  WebPageOptions web;                      // the page at / (server/web/)
-  std::string chat_template;               // --chat-template: this template's text instead of the model's
-  std::string reasoning_parser = "auto";   // --reasoning-parser: auto (when the template thinks), think, none
+  HttpServerOptions http;                    // address, limits, timeouts, connections
+  ApiKeys api_keys;                          // empty: no authentication
+  std::string served_model_name;             // the name clients must use in `model`
+  int max_n = 16;                            // most completions per prompt
+  int max_choices_per_request = 64;          // prompts x n in one request
+  int max_choices_per_client = 0;            // queued or running from one address; 0: half the engine's --max-waiting
+  bool allow_special_in_messages = false;    // chat text may become special tokens (the old, unsafe reading)
+  bool log_requests = true;                  // one stderr line per request
+  WebPageOptions web;                        // the page at / (server/web/)
+  std::string chat_template;                 // --chat-template: this template's text instead of the model's
+  std::vector<std::string> allowed_origins;  // --allowed-origins: CORS for browser clients ("*": any); empty: none
+  std::string reasoning_parser = "auto";     // --reasoning-parser: auto (when the template thinks), think, none
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();  // defaults under a request's own
 };
 
@@ -82,6 +83,10 @@ class ApiServer final : private HttpHandler {
 
   // HttpHandler
   std::optional<HttpResponse> screen(const HttpRequest& head) override;
+  // The CORS field a response to `head` carries: the origin when it is
+  // allowed; nothing when CORS is off or the request names no origin.
+  HttpFields cors_fields(const HttpRequest& head) const;
+  std::optional<HttpResponse> screen_request(const HttpRequest& head);
   void handle(HttpRequest request, HttpExchange& exchange) override;
   void on_access(const AccessRecord& record) override;
   std::string error_body(int status, const std::string& message) override;

@@ -20,7 +20,8 @@ ASK = [{"role": "user", "content": "What is two plus two?"}]
 @pytest.fixture(scope="module")
 def thinking(tmp_path_factory):
     s = start_folio_server(tmp_path_factory, "fields-think", "--max-model-len", "2048", "--kv-cache-memory", "256MiB",
-                           "--reasoning-parser", "think", "--scheduling-policy", "priority")
+                           "--reasoning-parser", "think", "--scheduling-policy", "priority",
+                           "--allowed-origins", "http://page.example,http://other.example")
     yield s
     assert s.stop() == 0, s.log()
 
@@ -174,3 +175,23 @@ def test_continue_final_message_goes_on_with_the_assistants_text(thinking):
         with pytest.raises(openai.BadRequestError):
             chat(thinking, max_tokens=2, extra_body=fields, **({"messages": history} if "messages" not in fields
                                                                else {}))
+
+
+def test_cors_lets_the_allowed_origins_in(thinking, qwen3):
+    url = thinking.url + "/v1/chat/completions"
+    pre = httpx.options(url, headers={"Origin": "http://page.example", "Access-Control-Request-Method": "POST",
+                                      "Access-Control-Request-Headers": "authorization, content-type"})
+    assert pre.status_code == 204
+    assert pre.headers["access-control-allow-origin"] == "http://page.example"
+    assert "POST" in pre.headers["access-control-allow-methods"]
+    assert pre.headers["access-control-allow-headers"] == "authorization, content-type"
+    body = {"messages": ASK, "max_tokens": 2}
+    for stream in (False, True):
+        r = httpx.post(url, json={**body, "stream": stream}, headers={"Origin": "http://other.example"})
+        assert r.status_code == 200 and r.headers["access-control-allow-origin"] == "http://other.example"
+    refused = httpx.post(url, json={**body, "n": 0}, headers={"Origin": "http://page.example"})
+    assert refused.status_code == 400 and refused.headers["access-control-allow-origin"] == "http://page.example"
+    assert "access-control-allow-origin" not in httpx.post(url, json=body, headers={"Origin": "http://evil.example"}).headers
+    # Off unless asked for.
+    assert "access-control-allow-origin" not in httpx.post(qwen3.url + "/v1/chat/completions", json=body,
+                                                           headers={"Origin": "http://page.example"}).headers
