@@ -8,21 +8,16 @@
 namespace folio::server {
 namespace {
 
-const Json* field(const Json& object, const char* name) {
-  auto it = object.find(name);
-  return it == object.end() || it->is_null() ? nullptr : &*it;
-}
-
 // A text block's text; any other block is refused by the caller's rules.
 std::string block_text(const Json& block, const std::string& where) {
-  const Json* text = field(block, "text");
+  const Json* text = field_of(block, "text");
   if (text == nullptr || !text->is_string()) bad_request("messages", fmt::format("{}.text must be a string", where));
   return text->get<std::string>();
 }
 
 std::string block_type(const Json& block, const std::string& where) {
   if (!block.is_object()) bad_request("messages", fmt::format("{} must be a content block (an object)", where));
-  const Json* type = field(block, "type");
+  const Json* type = field_of(block, "type");
   if (type == nullptr || !type->is_string()) bad_request("messages", fmt::format("{}.type must be a string", where));
   return type->get<std::string>();
 }
@@ -47,10 +42,10 @@ std::string text_of(const Json& v, const std::string& where, const char* param) 
 void translate_message(const Json& m, std::size_t i, Json& out) {
   const std::string where = fmt::format("messages[{}]", i);
   if (!m.is_object()) bad_request("messages", fmt::format("{} must be an object with role and content", where));
-  const Json* role = field(m, "role");
+  const Json* role = field_of(m, "role");
   if (role == nullptr || !role->is_string() || (*role != "user" && *role != "assistant"))
     bad_request("messages", fmt::format("{}.role must be \"user\" or \"assistant\"", where));
-  const Json* content = field(m, "content");
+  const Json* content = field_of(m, "content");
   if (content == nullptr) bad_request("messages", fmt::format("{}.content is required", where));
   if (content->is_string()) {
     out.push_back({{"role", *role}, {"content", *content}});
@@ -68,9 +63,9 @@ void translate_message(const Json& m, std::size_t i, Json& out) {
       if (!text.empty()) text += '\n';
       text += block_text(b, at);
     } else if (type == "tool_use" && *role == "assistant") {
-      const Json* id = field(b, "id");
-      const Json* name = field(b, "name");
-      const Json* input = field(b, "input");
+      const Json* id = field_of(b, "id");
+      const Json* name = field_of(b, "name");
+      const Json* input = field_of(b, "input");
       if (id == nullptr || !id->is_string() || name == nullptr || !name->is_string())
         bad_request("messages", fmt::format("{}: a tool_use block needs a string id and name", at));
       if (input != nullptr && !input->is_object())
@@ -79,12 +74,12 @@ void translate_message(const Json& m, std::size_t i, Json& out) {
                        {"type", "function"},
                        {"function", {{"name", *name}, {"arguments", input ? *input : Json::object()}}}});
     } else if (type == "tool_result" && *role == "user") {
-      const Json* id = field(b, "tool_use_id");
+      const Json* id = field_of(b, "tool_use_id");
       if (id == nullptr || !id->is_string())
         bad_request("messages", fmt::format("{}.tool_use_id must be a string", at));
-      const Json* result = field(b, "content");
+      const Json* result = field_of(b, "content");
       std::string result_text = result ? text_of(*result, at + ".content", "messages") : std::string();
-      if (const Json* e = field(b, "is_error"); e != nullptr && e->is_boolean() && e->get<bool>())
+      if (const Json* e = field_of(b, "is_error"); e != nullptr && e->is_boolean() && e->get<bool>())
         result_text = "Error: " + result_text;
       out.push_back({{"role", "tool"}, {"tool_call_id", *id}, {"content", result_text}});
     } else if (type == "thinking" || type == "redacted_thinking") {
@@ -125,17 +120,17 @@ ResponseJson translate_tools(const ResponseJson& tools) {
 
 Json translate_tool_choice(const Json& choice, Json& chat) {
   if (!choice.is_object()) bad_request("tool_choice", "tool_choice must be an object with a type");
-  const Json* type = field(choice, "type");
+  const Json* type = field_of(choice, "type");
   if (type == nullptr || !type->is_string())
     bad_request("tool_choice", "tool_choice.type must be auto, any, tool or none");
-  if (const Json* p = field(choice, "disable_parallel_tool_use"); p != nullptr && p->is_boolean())
+  if (const Json* p = field_of(choice, "disable_parallel_tool_use"); p != nullptr && p->is_boolean())
     chat["parallel_tool_calls"] = !p->get<bool>();
   const std::string t = type->get<std::string>();
   if (t == "auto") return "auto";
   if (t == "any") return "required";
   if (t == "none") return "none";
   if (t == "tool") {
-    const Json* name = field(choice, "name");
+    const Json* name = field_of(choice, "name");
     if (name == nullptr || !name->is_string()) bad_request("tool_choice", "tool_choice of type tool needs a name");
     return {{"type", "function"}, {"function", {{"name", *name}}}};
   }
@@ -341,16 +336,16 @@ TranslatedRequest messages_to_chat(const Json& body, const ResponseJson& ordered
   for (const char* key : {"system", "messages", "stop_sequences", "tools", "tool_choice", "thinking", "metadata",
                           "stop", "max_completion_tokens", "tools", "functions"})
     chat.erase(key);
-  if (const Json* n = field(body, "n"); n != nullptr && *n != 1)
+  if (const Json* n = field_of(body, "n"); n != nullptr && *n != 1)
     bad_request("n", "the Messages API gives one answer per request; leave n out");
-  const Json* max_tokens = field(body, "max_tokens");
+  const Json* max_tokens = field_of(body, "max_tokens");
   if (max_tokens == nullptr) bad_request("max_tokens", "max_tokens is required: the most tokens the answer may have");
   chat["max_tokens"] = *max_tokens;
-  if (const Json* stop = field(body, "stop_sequences")) chat["stop"] = *stop;
+  if (const Json* stop = field_of(body, "stop_sequences")) chat["stop"] = *stop;
   Json messages = Json::array();
-  if (const Json* system = field(body, "system"))
+  if (const Json* system = field_of(body, "system"))
     messages.push_back({{"role", "system"}, {"content", text_of(*system, "system", "system")}});
-  const Json* list = field(body, "messages");
+  const Json* list = field_of(body, "messages");
   if (list == nullptr || !list->is_array() || list->empty())
     bad_request("messages", "messages must be a non-empty array of {role, content}");
   for (std::size_t i = 0; i < list->size(); ++i) translate_message((*list)[i], i, messages);
@@ -360,9 +355,9 @@ TranslatedRequest messages_to_chat(const Json& body, const ResponseJson& ordered
     chat["tools"] = Json::parse(dump_json(converted));
     t.ordered["tools"] = std::move(converted);
   }
-  if (const Json* choice = field(body, "tool_choice")) chat["tool_choice"] = translate_tool_choice(*choice, chat);
-  if (const Json* thinking = field(body, "thinking"); thinking != nullptr && thinking->is_object()) {
-    const Json* type = field(*thinking, "type");
+  if (const Json* choice = field_of(body, "tool_choice")) chat["tool_choice"] = translate_tool_choice(*choice, chat);
+  if (const Json* thinking = field_of(body, "thinking"); thinking != nullptr && thinking->is_object()) {
+    const Json* type = field_of(*thinking, "type");
     if (type != nullptr && type->is_string())
       chat["chat_template_kwargs"] = {{"enable_thinking", type->get<std::string>() == "enabled"}};
   }

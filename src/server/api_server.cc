@@ -420,33 +420,41 @@ void ApiServer::run_job(const HttpRequest& req, HttpExchange& ex, const ApiServe
   run_generation(context, std::move(job), ex, shape);
 }
 
-void ApiServer::messages(const HttpRequest& req, HttpExchange& ex) {
-  try {
-    auto s = served(/*for_work=*/true);
-    GenerationJob job;
-    {
-      const Json body = parse_json_object(req.body);
-      const TranslatedRequest chat = messages_to_chat(body, ordered_fields(req.body, body));
-      job = parse_chat_request(chat.body, chat.ordered, s->context);
-    }
-    run_job(req, ex, *s, std::move(job), make_messages_shape);
-  } catch (const ApiError& e) {
-    HttpResponse r;
-    r.status = e.status();
-    r.body = anthropic_error_body(e.status(), e.what());
-    ex.respond(std::move(r));
-  }
-}
-
-void ApiServer::responses(const HttpRequest& req, HttpExchange& ex) {
+void ApiServer::run_translated(const HttpRequest& req, HttpExchange& ex,
+                               TranslatedRequest (*translate)(const Json&, const ResponseJson&),
+                               const ShapeMaker& shape) {
   auto s = served(/*for_work=*/true);
   GenerationJob job;
   {
     const Json body = parse_json_object(req.body);
-    const TranslatedRequest chat = responses_to_chat(body, ordered_fields(req.body, body));
+    const TranslatedRequest chat = translate(body, ordered_fields(req.body, body));
     job = parse_chat_request(chat.body, chat.ordered, s->context);
   }
-  run_job(req, ex, *s, std::move(job), make_responses_shape);
+  run_job(req, ex, *s, std::move(job), shape);
+}
+
+namespace {
+
+// Anthropic's clients read errors in its own shape.
+void respond_anthropic_error(HttpExchange& ex, const ApiError& e) {
+  HttpResponse r;
+  r.status = e.status();
+  r.body = anthropic_error_body(e.status(), e.what());
+  ex.respond(std::move(r));
+}
+
+}  // namespace
+
+void ApiServer::messages(const HttpRequest& req, HttpExchange& ex) {
+  try {
+    run_translated(req, ex, messages_to_chat, make_messages_shape);
+  } catch (const ApiError& e) {
+    respond_anthropic_error(ex, e);
+  }
+}
+
+void ApiServer::responses(const HttpRequest& req, HttpExchange& ex) {
+  run_translated(req, ex, responses_to_chat, make_responses_shape);
 }
 
 void ApiServer::count_message_tokens(const HttpRequest& req, HttpExchange& ex) {
@@ -460,10 +468,7 @@ void ApiServer::count_message_tokens(const HttpRequest& req, HttpExchange& ex) {
     const std::vector<TokenId> ids = tokenize_chat(chat.body, chat.ordered, s->context, true, false);
     ex.respond(json_response(ResponseJson{{"input_tokens", ids.size()}}));
   } catch (const ApiError& e) {
-    HttpResponse r;
-    r.status = e.status();
-    r.body = anthropic_error_body(e.status(), e.what());
-    ex.respond(std::move(r));
+    respond_anthropic_error(ex, e);
   }
 }
 

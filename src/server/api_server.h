@@ -107,6 +107,9 @@ class ApiServer final : private HttpHandler {
   void count_message_tokens(const HttpRequest& req, HttpExchange& ex);
   // OpenAI's Responses API.
   void responses(const HttpRequest& req, HttpExchange& ex);
+  // Another API's request read as the chat it means, then run in its shape.
+  void run_translated(const HttpRequest& req, HttpExchange& ex,
+                      TranslatedRequest (*translate)(const Json&, const ResponseJson&), const ShapeMaker& shape);
   void tokenize(const HttpRequest& req, HttpExchange& ex);
   void detokenize(const HttpRequest& req, HttpExchange& ex);
   void health(const HttpRequest& req, HttpExchange& ex);

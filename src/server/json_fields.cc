@@ -12,12 +12,6 @@
 namespace folio::server {
 namespace {
 
-const Json* field(const Json& body, const char* name) {
-  auto it = body.find(name);
-  if (it == body.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
 const char* type_name(const Json& v) {
   if (v.is_string()) return "a string";
   if (v.is_boolean()) return "a boolean";
@@ -210,6 +204,11 @@ Json parse_json_object(std::string_view body) {
   return json;
 }
 
+const Json* field_of(const Json& object, const char* name) {
+  auto it = object.find(name);
+  return it == object.end() || it->is_null() ? nullptr : &*it;
+}
+
 std::optional<std::int64_t> as_int64(const Json& v) {
   if (v.is_number_unsigned()) {
     const auto u = v.get<std::uint64_t>();
@@ -221,7 +220,7 @@ std::optional<std::int64_t> as_int64(const Json& v) {
 }
 
 std::optional<std::int64_t> get_int(const Json& body, const char* name, std::int64_t min, std::int64_t max) {
-  const Json* v = field(body, name);
+  const Json* v = field_of(body, name);
   if (v == nullptr) return std::nullopt;
   if (!v->is_number_integer()) bad_request(name, fmt::format("{} must be an integer, got {}", name, type_name(*v)));
   const std::optional<std::int64_t> x = as_int64(*v);
@@ -231,28 +230,28 @@ std::optional<std::int64_t> get_int(const Json& body, const char* name, std::int
 }
 
 std::optional<double> get_number(const Json& body, const char* name) {
-  const Json* v = field(body, name);
+  const Json* v = field_of(body, name);
   if (v == nullptr) return std::nullopt;
   if (!v->is_number()) bad_request(name, fmt::format("{} must be a number, got {}", name, type_name(*v)));
   return v->get<double>();
 }
 
 std::optional<bool> get_bool(const Json& body, const char* name) {
-  const Json* v = field(body, name);
+  const Json* v = field_of(body, name);
   if (v == nullptr) return std::nullopt;
   if (!v->is_boolean()) bad_request(name, fmt::format("{} must be true or false, got {}", name, type_name(*v)));
   return v->get<bool>();
 }
 
 std::optional<std::string> get_string(const Json& body, const char* name) {
-  const Json* v = field(body, name);
+  const Json* v = field_of(body, name);
   if (v == nullptr) return std::nullopt;
   if (!v->is_string()) bad_request(name, fmt::format("{} must be a string, got {}", name, type_name(*v)));
   return v->get<std::string>();
 }
 
 const Json* get_object(const Json& body, const char* name) {
-  const Json* v = field(body, name);
+  const Json* v = field_of(body, name);
   if (v == nullptr) return nullptr;
   if (!v->is_object()) bad_request(name, fmt::format("{} must be an object, got {}", name, type_name(*v)));
   return v;

@@ -56,6 +56,9 @@ std::string dump_json(const J& j) {
 // not an integer or lies beyond int64 (2^64-1 is not -1).
 std::optional<std::int64_t> as_int64(const Json& v);
 
+// A field of an object; nullptr when it is absent or null (not given).
+const Json* field_of(const Json& object, const char* name);
+
 std::optional<std::int64_t> get_int(const Json& body, const char* name, std::int64_t min, std::int64_t max);
 std::optional<double> get_number(const Json& body, const char* name);
 std::optional<bool> get_bool(const Json& body, const char* name);

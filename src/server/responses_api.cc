@@ -11,11 +11,6 @@
 namespace folio::server {
 namespace {
 
-const Json* field(const Json& object, const char* name) {
-  auto it = object.find(name);
-  return it == object.end() || it->is_null() ? nullptr : &*it;
-}
-
 // A message item's content: a string, or input_text / output_text parts.
 std::string content_text(const Json& content, const std::string& where) {
   if (content.is_string()) return content.get<std::string>();
@@ -23,8 +18,8 @@ std::string content_text(const Json& content, const std::string& where) {
   std::string out;
   for (std::size_t i = 0; i < content.size(); ++i) {
     const Json& part = content[i];
-    const Json* type = part.is_object() ? field(part, "type") : nullptr;
-    const Json* text = part.is_object() ? field(part, "text") : nullptr;
+    const Json* type = part.is_object() ? field_of(part, "type") : nullptr;
+    const Json* text = part.is_object() ? field_of(part, "text") : nullptr;
     if (type == nullptr || !type->is_string() || (*type != "input_text" && *type != "output_text" && *type != "text"))
       bad_request("input",
                   fmt::format("{}.content[{}]: only input_text and output_text parts are supported", where, i));
@@ -37,7 +32,7 @@ std::string content_text(const Json& content, const std::string& where) {
 }
 
 std::string string_field(const Json& item, const char* name, const std::string& where) {
-  const Json* v = field(item, name);
+  const Json* v = field_of(item, name);
   if (v == nullptr || !v->is_string()) bad_request("input", fmt::format("{}.{} must be a string", where, name));
   return v->get<std::string>();
 }
@@ -53,13 +48,13 @@ void translate_input(const Json& input, Json& messages) {
     const Json& item = input[i];
     const std::string where = fmt::format("input[{}]", i);
     if (!item.is_object()) bad_request("input", fmt::format("{} must be an object", where));
-    const Json* type = field(item, "type");
+    const Json* type = field_of(item, "type");
     const std::string t = type != nullptr && type->is_string() ? type->get<std::string>() : "message";
     if (t == "message") {
       const std::string role = string_field(item, "role", where);
       if (role != "user" && role != "assistant" && role != "system" && role != "developer")
         bad_request("input", fmt::format("{}.role must be user, assistant, system or developer", where));
-      const Json* content = field(item, "content");
+      const Json* content = field_of(item, "content");
       if (content == nullptr) bad_request("input", fmt::format("{}.content is required", where));
       messages.push_back({{"role", role}, {"content", content_text(*content, where)}});
     } else if (t == "function_call") {
@@ -77,7 +72,7 @@ void translate_input(const Json& input, Json& messages) {
         messages.push_back({{"role", "assistant"}, {"content", nullptr}, {"tool_calls", Json::array({call})}});
       }
     } else if (t == "function_call_output") {
-      const Json* output = field(item, "output");
+      const Json* output = field_of(item, "output");
       if (output == nullptr) bad_request("input", fmt::format("{}.output is required", where));
       messages.push_back({{"role", "tool"},
                           {"tool_call_id", string_field(item, "call_id", where)},
@@ -326,18 +321,18 @@ TranslatedRequest responses_to_chat(const Json& body, const ResponseJson& ordere
        {"input", "instructions", "max_output_tokens", "text", "tools", "tool_choice", "previous_response_id", "store",
         "reasoning", "metadata", "include", "truncation", "user", "background", "messages", "max_tokens", "n"})
     chat.erase(key);
-  if (field(body, "previous_response_id"))
+  if (field_of(body, "previous_response_id"))
     bad_request("previous_response_id",
                 "responses are not stored on this server: send the whole conversation in `input`");
-  if (const Json* background = field(body, "background"); background != nullptr && *background == true)
+  if (const Json* background = field_of(body, "background"); background != nullptr && *background == true)
     bad_request("background", "background responses are not supported");
-  if (const Json* m = field(body, "max_output_tokens")) chat["max_tokens"] = *m;
+  if (const Json* m = field_of(body, "max_output_tokens")) chat["max_tokens"] = *m;
   Json messages = Json::array();
-  if (const Json* instructions = field(body, "instructions")) {
+  if (const Json* instructions = field_of(body, "instructions")) {
     if (!instructions->is_string()) bad_request("instructions", "instructions must be a string");
     messages.push_back({{"role", "system"}, {"content", *instructions}});
   }
-  const Json* input = field(body, "input");
+  const Json* input = field_of(body, "input");
   if (input == nullptr) bad_request("input", "input is required: a string or an array of items");
   translate_input(*input, messages);
   chat["messages"] = std::move(messages);
@@ -346,20 +341,20 @@ TranslatedRequest responses_to_chat(const Json& body, const ResponseJson& ordere
     chat["tools"] = Json::parse(dump_json(converted));
     t.ordered["tools"] = std::move(converted);
   }
-  if (const Json* choice = field(body, "tool_choice")) {
-    if (choice->is_object() && field(*choice, "name") != nullptr) {
+  if (const Json* choice = field_of(body, "tool_choice")) {
+    if (choice->is_object() && field_of(*choice, "name") != nullptr) {
       chat["tool_choice"] = {{"type", "function"}, {"function", {{"name", (*choice)["name"]}}}};
     } else {
       chat["tool_choice"] = *choice;
     }
   }
-  if (const Json* text = field(body, "text")) {
-    const Json* format = text->is_object() ? field(*text, "format") : nullptr;
-    const Json* type = format != nullptr && format->is_object() ? field(*format, "type") : nullptr;
+  if (const Json* text = field_of(body, "text")) {
+    const Json* format = text->is_object() ? field_of(*text, "format") : nullptr;
+    const Json* type = format != nullptr && format->is_object() ? field_of(*format, "type") : nullptr;
     if (type != nullptr && *type == "json_object") {
       chat["response_format"] = {{"type", "json_object"}};
     } else if (type != nullptr && *type == "json_schema") {
-      const Json* schema = field(*format, "schema");
+      const Json* schema = field_of(*format, "schema");
       if (schema == nullptr) bad_request("text", "text.format.schema is required for json_schema");
       chat["response_format"] = {{"type", "json_schema"},
                                  {"json_schema", {{"name", format->value("name", "output")}, {"schema", *schema}}}};

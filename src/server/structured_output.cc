@@ -18,11 +18,6 @@ constexpr std::size_t kMaxChoices = 1024;
 
 using Found = RequestedConstraint;
 
-const Json* field(const Json& object, const char* name) {
-  auto it = object.find(name);
-  return it == object.end() || it->is_null() ? nullptr : &*it;
-}
-
 // A schema given as an object, or as JSON text (vLLM takes both). `written`:
 // the same object in the client's key order, which the output follows.
 std::string schema_text(const Json& v, const std::string& param, const ResponseJson* written) {
@@ -60,7 +55,7 @@ std::vector<std::string> choices_of(const Json& v, const std::string& param) {
 
 void response_format(const Json& v, const ResponseJson& ordered, std::vector<Found>& found) {
   if (!v.is_object()) bad_request("response_format", "response_format must be an object with a `type`");
-  const Json* type = field(v, "type");
+  const Json* type = field_of(v, "type");
   if (type == nullptr || !type->is_string())
     bad_request("response_format", "response_format.type must be \"text\", \"json_object\" or \"json_schema\"");
   const std::string t = type->get<std::string>();
@@ -73,15 +68,15 @@ void response_format(const Json& v, const ResponseJson& ordered, std::vector<Fou
     bad_request("response_format", fmt::format("response_format.type \"{}\" is not supported; use \"text\", "
                                                "\"json_object\" or \"json_schema\"",
                                                t));
-  const Json* js = field(v, "json_schema");
+  const Json* js = field_of(v, "json_schema");
   if (js == nullptr || !js->is_object())
     bad_request("response_format", "response_format.json_schema must be an object holding the `schema`");
-  const Json* schema = field(*js, "schema");
+  const Json* schema = field_of(*js, "schema");
   if (schema == nullptr)
     bad_request("response_format",
                 "response_format.json_schema.schema is missing: give the JSON schema the output "
                 "must follow");
-  if (const Json* strict = field(*js, "strict"); strict != nullptr && !strict->is_boolean())
+  if (const Json* strict = field_of(*js, "strict"); strict != nullptr && !strict->is_boolean())
     bad_request("response_format", "response_format.json_schema.strict must be true or false");
   found.push_back({"response_format",
                    {Kind::kJsonSchema,
@@ -94,7 +89,7 @@ void response_format(const Json& v, const ResponseJson& ordered, std::vector<Fou
 void vllm_fields(const Json& object, const ResponseJson* written, const std::string& prefix, bool guided,
                  std::vector<Found>& found) {
   auto name = [&](const char* key) { return prefix + (guided ? "guided_" : "") + key; };
-  auto get = [&](const char* key) { return field(object, (std::string(guided ? "guided_" : "") + key).c_str()); };
+  auto get = [&](const char* key) { return field_of(object, (std::string(guided ? "guided_" : "") + key).c_str()); };
   if (const Json* v = get("json")) {
     const ResponseJson* w = written ? ordered_at(*written, {guided ? "guided_json" : "json"}) : nullptr;
     found.push_back({name("json"), {Kind::kJsonSchema, schema_text(*v, name("json"), w), {}}});
@@ -115,17 +110,17 @@ void vllm_fields(const Json& object, const ResponseJson* written, const std::str
 
 std::optional<RequestedConstraint> read_constraint(const Json& body, const ResponseJson& ordered) {
   std::vector<Found> found;
-  if (const Json* v = field(body, "response_format")) response_format(*v, ordered, found);
-  if (const Json* v = field(body, "structured_outputs")) {
+  if (const Json* v = field_of(body, "response_format")) response_format(*v, ordered, found);
+  if (const Json* v = field_of(body, "structured_outputs")) {
     if (!v->is_object())
       bad_request("structured_outputs", "structured_outputs must be an object (json, regex, choice or grammar)");
     vllm_fields(*v, ordered_at(ordered, {"structured_outputs"}), "structured_outputs.", false, found);
   }
   vllm_fields(body, &ordered, "", true, found);
   // llama-server's names.
-  if (const Json* v = field(body, "grammar"))
+  if (const Json* v = field_of(body, "grammar"))
     found.push_back({"grammar", {Kind::kGrammar, string_of(*v, "grammar"), {}}});
-  if (const Json* v = field(body, "json_schema"))
+  if (const Json* v = field_of(body, "json_schema"))
     found.push_back(
         {"json_schema", {Kind::kJsonSchema, schema_text(*v, "json_schema", ordered_at(ordered, {"json_schema"})), {}}});
   if (found.empty()) return std::nullopt;
