@@ -334,7 +334,7 @@ TranslatedRequest messages_to_chat(const Json& body, const ResponseJson& ordered
   // outputs, seed, min_p, ...), pass as they are; Anthropic's are translated.
   chat = body;
   for (const char* key : {"system", "messages", "stop_sequences", "tools", "tool_choice", "thinking", "metadata",
-                          "stop", "max_completion_tokens", "tools", "functions"})
+                          "stop", "max_completion_tokens", "functions"})
     chat.erase(key);
   if (const Json* n = field_of(body, "n"); n != nullptr && *n != 1)
     bad_request("n", "the Messages API gives one answer per request; leave n out");

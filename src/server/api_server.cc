@@ -396,16 +396,15 @@ void ApiServer::generate(const HttpRequest& req, HttpExchange& ex, Endpoint endp
   run_job(req, ex, *s, std::move(job), {});
 }
 
-void ApiServer::run_job(const HttpRequest& req, HttpExchange& ex, const ApiServer::Served& served_model,
-                        GenerationJob job, const ShapeMaker& shape) {
-  const Served* s = &served_model;
+void ApiServer::run_job(const HttpRequest& req, HttpExchange& ex, const Served& served_model, GenerationJob job,
+                        const ShapeMaker& shape) {
   ex.release_body();  // the JSON tree is gone; the job holds token ids
   const int choices = job.num_choices();
-  if (!reserve_choices(req.client, choices, s->max_choices_per_client))
+  if (!reserve_choices(req.client, choices, served_model.max_choices_per_client))
     throw ApiError(429,
                    fmt::format("this client already has as many completions queued or running as it may ({} per "
                                "client, --max-choices-per-client); wait for some to finish",
-                               s->max_choices_per_client),
+                               served_model.max_choices_per_client),
                    "", "rate_limit_exceeded");
   struct Release {
     ApiServer* server;
@@ -414,7 +413,7 @@ void ApiServer::run_job(const HttpRequest& req, HttpExchange& ex, const ApiServe
     ~Release() { server->release_choices(client, n); }
   } release{this, req.client, choices};
   GenerationContext context;
-  context.engine = s->engine;
+  context.engine = served_model.engine;
   context.counters = &counters_;
   context.model_name = options_.served_model_name;
   run_generation(context, std::move(job), ex, shape);

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "server/api_error.h"
+#include "server/stream_text.h"
 #include "tokenizer/jinja/string.h"
 #include "tokenizer/utf8.h"
 
@@ -105,9 +106,7 @@ bool has_special_token_text(const Tokenizer& tokenizer, std::string_view text) {
 // goes on writing that message. Found as its last occurrence, white space
 // at its end aside (templates trim it).
 std::size_t continuation_cut(const std::string& render, const std::vector<ChatMessage>& messages) {
-  std::string_view text = messages.back().content;
-  auto ascii_space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
-  while (!text.empty() && ascii_space(text.back())) text.remove_suffix(1);
+  const std::string_view text = trim_right(messages.back().content);
   const std::size_t at = text.empty() ? std::string::npos : render.rfind(text);
   if (at == std::string::npos)
     bad_request("continue_final_message",

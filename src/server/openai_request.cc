@@ -361,26 +361,11 @@ void describe_tools_in_messages(std::vector<ChatMessage>& messages, const std::o
   }
 }
 
-}  // namespace
-
-void check_model_field(const Json& body, const ModelContext& model) {
-  auto it = body.find("model");
-  if (it == body.end() || it->is_null()) return;
-  if (!it->is_string()) bad_request("model", "model must be a string");
-  const std::string name = it->get<std::string>();
-  if (name != model.served_model_name)
-    throw ApiError(404,
-                   fmt::format("The model `{}` does not exist; this server serves `{}`", name, model.served_model_name),
-                   "model", "model_not_found");
-}
-
-std::vector<TokenId> tokenize_text(const std::string& text, const ModelContext& model, bool add_special_tokens) {
-  if (text.empty()) bad_request("prompt", "the prompt is an empty string; give some text");
-  return model.tokenizer->encode(text, add_special_tokens, /*parse_special=*/true);
-}
-
-std::vector<TokenId> tokenize_chat(const Json& body, const ResponseJson& ordered, const ModelContext& model,
-                                   bool add_generation_prompt, bool add_special_tokens) {
+// The conversation in `messages`, with the request's tools, rendered and
+// tokenized.
+std::vector<TokenId> encode_conversation(const Json& body, const std::optional<ToolRequest>& tools,
+                                         const ModelContext& model, bool add_generation_prompt,
+                                         bool add_special_tokens) {
   auto it = body.find("messages");
   if (it == body.end() || it->is_null()) bad_request("messages", "messages is required: an array of {role, content}");
   if (!it->is_array() || it->empty())
@@ -388,7 +373,6 @@ std::vector<TokenId> tokenize_chat(const Json& body, const ResponseJson& ordered
   std::vector<ChatMessage> messages;
   messages.reserve(it->size());
   for (std::size_t i = 0; i < it->size(); ++i) messages.push_back(read_message((*it)[i], i, model));
-  const std::optional<ToolRequest> tools = read_tools(body, ordered);
   const bool continue_final = get_bool(body, "continue_final_message").value_or(false);
   if (continue_final && add_generation_prompt)
     bad_request("continue_final_message",
@@ -413,6 +397,29 @@ std::vector<TokenId> tokenize_chat(const Json& body, const ResponseJson& ordered
       bad_request("messages", fmt::format("the model's chat template rejects this conversation: {}", e.detail()));
     bad_request("messages", fmt::format("the model's chat template could not render this conversation: {}", e.what()));
   }
+}
+
+}  // namespace
+
+void check_model_field(const Json& body, const ModelContext& model) {
+  auto it = body.find("model");
+  if (it == body.end() || it->is_null()) return;
+  if (!it->is_string()) bad_request("model", "model must be a string");
+  const std::string name = it->get<std::string>();
+  if (name != model.served_model_name)
+    throw ApiError(404,
+                   fmt::format("The model `{}` does not exist; this server serves `{}`", name, model.served_model_name),
+                   "model", "model_not_found");
+}
+
+std::vector<TokenId> tokenize_text(const std::string& text, const ModelContext& model, bool add_special_tokens) {
+  if (text.empty()) bad_request("prompt", "the prompt is an empty string; give some text");
+  return model.tokenizer->encode(text, add_special_tokens, /*parse_special=*/true);
+}
+
+std::vector<TokenId> tokenize_chat(const Json& body, const ResponseJson& ordered, const ModelContext& model,
+                                   bool add_generation_prompt, bool add_special_tokens) {
+  return encode_conversation(body, read_tools(body, ordered), model, add_generation_prompt, add_special_tokens);
 }
 
 GenerationJob parse_completion_request(const Json& body, const ResponseJson& ordered, const ModelContext& model) {
@@ -506,7 +513,8 @@ GenerationJob parse_chat_request(const Json& body, const ResponseJson& ordered, 
     }
   }
   const bool add_generation_prompt = get_bool(body, "add_generation_prompt").value_or(true);
-  job.prompts.push_back(tokenize_chat(body, ordered, model, add_generation_prompt, /*add_special_tokens=*/false));
+  job.prompts.push_back(
+      encode_conversation(body, job.tools, model, add_generation_prompt, /*add_special_tokens=*/false));
   check_prompt_length(job.prompts[0], model, "messages");
   job.reasoning = model.reasoning;
   if (job.reasoning) {

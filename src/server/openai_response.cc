@@ -81,7 +81,7 @@ std::string ResponseBuilder::token_text(TokenId id) const {
   return out;
 }
 
-std::vector<OutputEvent> ResponseBuilder::tool_events(int choice, const CompletionDelta& delta) {
+std::vector<OutputEvent> ResponseBuilder::read_choice(int choice, const CompletionDelta& delta) {
   return readers_[static_cast<std::size_t>(choice)].read(delta);
 }
 
@@ -171,7 +171,7 @@ ResponseJson ResponseBuilder::chunk(int prompt, const CompletionDelta& delta) {
   ResponseJson calls = ResponseJson::array();
   if (chat_) {
     content.clear();
-    for (OutputEvent& e : tool_events(c, delta)) {
+    for (OutputEvent& e : read_choice(c, delta)) {
       switch (e.kind) {
         case OutputEvent::Kind::kContent:
           content += e.text;
@@ -243,7 +243,7 @@ void ResponseBuilder::add(int prompt, const CompletionDelta& delta) {
   const int c = choice_of(prompt, delta);
   const auto i = static_cast<std::size_t>(c);
   if (chat_) {
-    for (OutputEvent& e : tool_events(c, delta)) {
+    for (OutputEvent& e : read_choice(c, delta)) {
       switch (e.kind) {
         case OutputEvent::Kind::kContent:
           text_[i] += e.text;

@@ -52,7 +52,7 @@ class ResponseBuilder {
   std::string token_text(TokenId id) const;
   std::string piece(TokenId id, bool render_special) const;
   // The choice's text through its ChoiceReader (chat), and its finish reason.
-  std::vector<OutputEvent> tool_events(int choice, const CompletionDelta& delta);
+  std::vector<OutputEvent> read_choice(int choice, const CompletionDelta& delta);
   std::string finish_name(int choice, FinishReason reason) const;
 
   const GenerationJob& job_;

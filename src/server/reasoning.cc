@@ -1,21 +1,12 @@
 #include "server/reasoning.h"
 
-#include <algorithm>
+#include "server/stream_text.h"
 
 namespace folio::server {
 namespace {
 
 constexpr std::string_view kOpen = "<think>";
 constexpr std::string_view kClose = "</think>";
-
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-
-// The length of the longest end of `text` that `tag` starts with.
-std::size_t partial_tag(std::string_view text, std::string_view tag) {
-  for (std::size_t n = std::min(text.size(), tag.size() - 1); n > 0; --n)
-    if (text.substr(text.size() - n) == tag.substr(0, n)) return n;
-  return 0;
-}
 
 }  // namespace
 
@@ -58,7 +49,7 @@ void ReasoningParser::run(std::vector<Piece>& out, bool at_end) {
       case State::kStart: {
         // Leading white space, then <think> or the answer.
         std::size_t i = 0;
-        while (i < pending_.size() && is_space(pending_[i])) ++i;
+        while (i < pending_.size() && is_json_space(pending_[i])) ++i;
         const std::string_view head = std::string_view(pending_).substr(i);
         if (head.substr(0, kOpen.size()) == kOpen) {
           pending_.erase(0, i + kOpen.size());
@@ -86,7 +77,7 @@ void ReasoningParser::run(std::vector<Piece>& out, bool at_end) {
       case State::kAnswer:
         if (after_close_) {
           std::size_t i = 0;
-          while (i < pending_.size() && is_space(pending_[i])) ++i;
+          while (i < pending_.size() && is_json_space(pending_[i])) ++i;
           pending_.erase(0, i);
           if (pending_.empty() && !at_end) return;
           after_close_ = false;

@@ -106,8 +106,7 @@ std::string item_id(const char* prefix) { return new_response_id(prefix); }
 class ResponsesShape final : public AnswerShape {
  public:
   ResponsesShape(const GenerationJob& job, std::string model)
-      : prompt_tokens_(static_cast<std::int64_t>(job.prompts.at(0).size())),
-        model_(std::move(model)),
+      : model_(std::move(model)),
         id_(item_id("resp")),
         created_(unix_seconds()),
         max_tokens_(job.params.max_tokens),
@@ -296,7 +295,6 @@ class ResponsesShape final : public AnswerShape {
     return r;
   }
 
-  std::int64_t prompt_tokens_;
   std::string model_;
   std::string id_;
   std::int64_t created_;

@@ -8,6 +8,7 @@
 
 #include "server/api_error.h"
 #include "server/http_message.h"
+#include "server/stream_text.h"
 
 namespace folio::server {
 namespace {
@@ -18,27 +19,7 @@ constexpr std::string_view kCallClose = "</tool_call>";
 constexpr std::string_view kMistralTag = "[TOOL_CALLS]";
 constexpr std::string_view kPythonTag = "<|python_tag|>";
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-
-bool only_space(std::string_view s) { return std::all_of(s.begin(), s.end(), is_space); }
-
-std::string_view trim_left(std::string_view s) {
-  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
-  return s;
-}
-
-std::string_view trim_right(std::string_view s) {
-  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
-  return s;
-}
-
-// The length of the longest end of `text` that `tag` starts with (a tag cut
-// off by the stream).
-std::size_t partial_tag(std::string_view text, std::string_view tag) {
-  for (std::size_t n = std::min(text.size(), tag.size() - 1); n > 0; --n)
-    if (text.substr(text.size() - n) == tag.substr(0, n)) return n;
-  return 0;
-}
+bool only_space(std::string_view s) { return std::all_of(s.begin(), s.end(), is_json_space); }
 
 // OpenAI's rule for function names.
 bool valid_name(std::string_view name) {
@@ -63,7 +44,7 @@ PrefixMatch match_hermes_prefix(std::string_view s) {
   PrefixMatch m;
   std::size_t i = 0;
   auto skip = [&] {
-    while (i < s.size() && is_space(s[i])) ++i;
+    while (i < s.size() && is_json_space(s[i])) ++i;
   };
   // Each literal must match as far as the text goes.
   auto literal = [&](std::string_view lit) -> Prefix {
@@ -363,7 +344,7 @@ void ToolCallParser::feed_hermes(std::vector<OutputEvent>& out, bool at_end) {
       // white space or a cut-off closing tag.
       std::string_view ready(pending_);
       ready.remove_suffix(partial_tag(ready, kCallClose));
-      while (!ready.empty() && (is_space(ready.back()) || ready.back() == '}')) ready.remove_suffix(1);
+      while (!ready.empty() && (is_json_space(ready.back()) || ready.back() == '}')) ready.remove_suffix(1);
       if (ready.size() > args_sent_) {
         out.push_back({OutputEvent::Kind::kArguments, num_calls_ - 1, std::string(ready.substr(args_sent_)), {}});
         args_sent_ = ready.size();
