@@ -26,7 +26,7 @@ if [ ! -f "$archive" ] || [ "$(sha256sum "$archive" | cut -d' ' -f1)" != "$sha25
   [ -x "$pip" ] || pip="pip3"
   tmp="$(mktemp -d)"
   trap 'rm -rf "$tmp"' EXIT
-  "$pip" download -q --disable-pip-version-check "xgrammar==$version" --no-binary :all: --no-deps -d "$tmp"
+  "$pip" download -q --disable-pip-version-check "xgrammar==$version" --no-binary xgrammar --no-deps -d "$tmp"
   got="$(sha256sum "$tmp/xgrammar-$version.tar.gz" | cut -d' ' -f1)"
   if [ "$got" != "$sha256" ]; then
     echo "setup: xgrammar-$version.tar.gz has sha256 $got, expected $sha256; refusing it" >&2

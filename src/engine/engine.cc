@@ -56,6 +56,9 @@ Engine::Engine(std::shared_ptr<ModelSession> session, const EngineConfig& config
   sched.max_model_len = config_.max_model_len;
   sched.enable_chunked_prefill = config_.enable_chunked_prefill;
   sched.policy = config_.policy;
+  // The runner's logit rows beyond one sampled row set per running sequence
+  // (forks of n > 1 sample from their parent's rows).
+  sched.max_prompt_logit_tokens = kMaxCompletions;
   scheduler_ = std::make_unique<Scheduler>(sched, *kv_);
 
   const SpeculativeConfig& spec = config_.speculative;
@@ -204,7 +207,8 @@ void Engine::admit(RequestId id, RequestEntry state) {
   }
   state.usage.prompt_tokens = static_cast<int>(req.prompt.size());
   try {
-    scheduler_->add(state.sequence_ids[0], req.prompt, req.priority, req.cache_salt);
+    scheduler_->add(state.sequence_ids[0], req.prompt, req.priority, req.cache_salt,
+                    /*prompt_logits=*/req.params.prompt_logprobs.has_value());
   } catch (const Error& e) {
     RequestOutput out;
     out.finished = true;
@@ -340,6 +344,7 @@ void Engine::step() {
   std::vector<std::size_t> first_row(plan.sequences.size(), 0);
   sampling_.clear();
   std::int32_t logits_row = 0;
+  std::vector<std::pair<std::size_t, std::int32_t>> prompt_rows;  // prompt_logprobs: (sequence, first row)
   std::int64_t prompt_tokens_run = 0;
   for (std::size_t i = 0; i < plan.sequences.size(); ++i) {
     const ScheduledSequence& q = plan.sequences[i];
@@ -349,13 +354,15 @@ void Engine::step() {
                                                            static_cast<std::size_t>(q.num_new_tokens));
     c.num_computed_tokens = q.num_computed_tokens;
     c.block_table = &kv_->block_table(q.id);
-    c.num_logits = q.sample ? q.num_draft_tokens + 1 : 0;
+    // prompt_logprobs: a row for every fed token, the sampling row last.
+    c.num_logits = q.prompt_logits ? q.num_new_tokens : q.sample ? q.num_draft_tokens + 1 : 0;
     chunks.push_back(c);
     prompt_tokens_run += std::max(0, std::min(s->num_prompt_tokens, q.num_computed_tokens + q.num_new_tokens) -
                                          q.num_computed_tokens);
+    if (q.prompt_logits) prompt_rows.emplace_back(i, logits_row);
+    logits_row += static_cast<std::int32_t>(c.num_logits);
     if (!q.sample) continue;
-    first_logits[i] = logits_row;
-    logits_row += q.num_draft_tokens + 1;
+    first_logits[i] = logits_row - (q.num_draft_tokens + 1);
     if (config_.host_sampling) continue;
     Sequence& seq = sequence(q.id);
     const auto draft = std::span<const TokenId>(s->tokens).subspan(static_cast<std::size_t>(q.num_computed_tokens + 1),
@@ -366,14 +373,15 @@ void Engine::step() {
   }
   const StepSamples samples = runner_->execute(chunks, sampling_);
   const float* host = nullptr;
-  if (config_.host_sampling) {
+  if (config_.host_sampling || !prompt_rows.empty()) {
     runner_->logits_to_host(host_logits_);
-    host = host_logits_.data();
+    if (config_.host_sampling) host = host_logits_.data();
   }
+  const std::int64_t V = session_->config().vocab_size;
+  for (const auto& [i, row] : prompt_rows) collect_prompt_logprobs(plan.sequences[i], host_logits_.data() + row * V);
 
   // Choose every sampled sequence's tokens (verifying proposals) before
   // complete_step, which rolls rejected proposals back.
-  const std::int64_t V = session_->config().vocab_size;
   std::vector<std::vector<SampledToken>> chosen(plan.sequences.size());
   for (std::size_t i = 0; i < plan.sequences.size(); ++i) {
     ScheduledSequence& q = plan.sequences[i];
@@ -511,6 +519,27 @@ void Engine::finish_request(RequestId id, FinishReason reason) {
   publish(id, r);
 }
 
+void Engine::collect_prompt_logprobs(const ScheduledSequence& q, const float* logits) {
+  RequestEntry& r = requests_.at(request_of(q.id));
+  const std::vector<TokenId>& prompt = r.request.prompt;
+  const int num_top = *r.request.params.prompt_logprobs;
+  const auto V = static_cast<std::size_t>(session_->config().vocab_size);
+  for (int j = 0; j < q.num_new_tokens; ++j) {
+    // Row j predicts the prompt token after position num_computed_tokens + j;
+    // a recompute after preemption finds the ones it has already.
+    const auto next = static_cast<std::size_t>(q.num_computed_tokens + j + 1);
+    if (next >= prompt.size()) break;
+    if (next != r.prompt_logprobs.size() + 1) continue;
+    const std::span<const float> row(logits + static_cast<std::size_t>(j) * V, V);
+    PromptTokenLogprob p;
+    Sampler::fill_logprobs(row, prompt[next], num_top, p.token);
+    p.token.token = prompt[next];
+    const float own = row[static_cast<std::size_t>(prompt[next])];
+    p.rank = 1 + static_cast<int>(std::count_if(row.begin(), row.end(), [own](float l) { return l > own; }));
+    r.prompt_logprobs.push_back(p);
+  }
+}
+
 void Engine::publish(RequestId id, RequestEntry& r) {
   RequestOutput out;
   int completion_tokens = 0;
@@ -520,6 +549,11 @@ void Engine::publish(RequestId id, RequestEntry& r) {
   }
   r.usage.completion_tokens = completion_tokens;
   out.usage = r.usage;
+  if (!r.prompt_logprobs_sent && r.request.params.prompt_logprobs &&
+      r.prompt_logprobs.size() + 1 == r.request.prompt.size()) {
+    out.prompt_logprobs = std::move(r.prompt_logprobs);
+    r.prompt_logprobs_sent = true;
+  }
   const bool finished = r.num_finished == static_cast<int>(r.completions.size());
   out.finished = finished;
   r.stream->push(std::move(out));

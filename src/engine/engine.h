@@ -141,6 +141,8 @@ class Engine {
     Clock::time_point first_token{};
     Clock::time_point last_token{};
     bool scheduled = false;
+    std::vector<PromptTokenLogprob> prompt_logprobs;  // prompt_logprobs: collected so far
+    bool prompt_logprobs_sent = false;
   };
 
   void loop();
@@ -159,6 +161,9 @@ class Engine {
   void sample_forks(const std::vector<std::pair<std::size_t, std::int32_t>>& parents, const StepPlan& plan,
                     const float* host_logits);
   void emit_tokens(RequestId request_id, int index, std::span<const SampledToken> tokens, bool speculated);
+  // prompt_logprobs of the prompt tokens a chunk's logits rows predict
+  // (logits: its first row on the host).
+  void collect_prompt_logprobs(const ScheduledSequence& q, const float* logits);
   // A constrained sequence's token masks for rows first_row .. of sampling_
   // (the device path): appended to sampling_.masks, timed in the stats.
   void attach_masks(Sequence& seq, std::span<const TokenId> draft, std::size_t first_row);

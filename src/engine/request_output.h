@@ -27,6 +27,14 @@ struct CompletionDelta {
   std::optional<TokenId> stop_token;  // ... when it was one of stop_token_ids
 };
 
+// A prompt token's logprob (prompt_logprobs) under the model's raw
+// distribution at the position before it, its rank there, and the most
+// likely tokens at that position.
+struct PromptTokenLogprob {
+  SampledToken token;  // the prompt token, its logprob and the top tokens
+  int rank = 1;        // 1 + the tokens more likely than it
+};
+
 struct Usage {
   int prompt_tokens = 0;
   int completion_tokens = 0;
@@ -37,6 +45,9 @@ struct RequestOutput {
   std::vector<CompletionDelta> deltas;
   bool finished = false;  // every completion has finished
   Usage usage;            // up to date at every output, final when finished
+  // prompt_logprobs: one per prompt token after the first, all in the first
+  // output that carries tokens.
+  std::vector<PromptTokenLogprob> prompt_logprobs;
   std::string error;      // set when the engine could not serve the request
 };
 

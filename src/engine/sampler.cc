@@ -1,6 +1,7 @@
 #include "engine/sampler.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "core/error.h"
 
@@ -38,12 +39,19 @@ std::span<const float> Sampler::biased_and_penalised(std::span<const float> logi
   const bool openai_penalties =
       output_tokens.num_distinct() > 0 &&
       (params.frequency_penalty != 0.0f || params.presence_penalty != 0.0f);
-  if (params.logit_bias.empty() && !repetition && !openai_penalties) return logits;
+  const bool held_back = params.holds_back(output_tokens.num_tokens());
+  if (params.logit_bias.empty() && !repetition && !openai_penalties && !held_back) return logits;
 
   work_.assign(logits.begin(), logits.end());
   for (const auto& [token, bias] : params.logit_bias) {
     check_token(token, work_.size(), "logit_bias");
     work_[token] += bias;
+  }
+  if (held_back) {
+    for (TokenId token : params.held_back) {
+      check_token(token, work_.size(), "min_tokens");
+      work_[token] = -std::numeric_limits<float>::infinity();
+    }
   }
   if (repetition) {
     const float penalty = params.repetition_penalty;

@@ -73,8 +73,8 @@ class Sampler {
   static SamplingRowParams row_params(const SamplingParams& params);
 
  private:
-  // Logits after logit_bias and penalties: `logits` itself when neither
-  // applies, else a copy in work_.
+  // Logits after logit_bias, min_tokens' hold-back (-inf) and penalties:
+  // `logits` itself when none applies, else a copy in work_.
   std::span<const float> biased_and_penalised(std::span<const float> logits,
                                               const SamplingParams& params,
                                               const TokenCounts& prompt_tokens,

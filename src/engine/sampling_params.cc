@@ -62,10 +62,23 @@ std::optional<std::string> SamplingParams::validate(std::int64_t vocab_size) con
                        "chosen token's logprob)",
                        *logprobs, kMaxLogprobs);
   }
+  if (prompt_logprobs && (*prompt_logprobs < 0 || *prompt_logprobs > kMaxLogprobs)) {
+    return fmt::format(
+        "prompt_logprobs = {} is out of range: it must be in [0, {}] (0 returns only each prompt "
+        "token's logprob)",
+        *prompt_logprobs, kMaxLogprobs);
+  }
   if (max_tokens && *max_tokens < 1) {
     return fmt::format("max_tokens = {} is out of range: it must be >= 1, or left out to generate "
                        "until the context is full",
                        *max_tokens);
+  }
+  if (min_tokens < 0) return fmt::format("min_tokens = {} is out of range: it must be >= 0", min_tokens);
+  if (max_tokens && min_tokens > *max_tokens) {
+    return fmt::format(
+        "min_tokens = {} is more than max_tokens = {}: the completion could never reach it; lower "
+        "min_tokens or raise max_tokens",
+        min_tokens, *max_tokens);
   }
   for (std::size_t i = 0; i < stop.size(); ++i) {
     if (stop[i].empty()) {

@@ -48,6 +48,11 @@ struct SamplingParams {
   // Unset: no logprobs. k: the chosen token's logprob plus the k most likely
   // tokens' (0..kMaxLogprobs), from the model's unprocessed distribution.
   std::optional<int> logprobs;
+  // Unset: none. k: every prompt token after the first gets its logprob,
+  // rank and the k most likely tokens (0..kMaxLogprobs) at the position
+  // before it, from the model's raw distribution (vLLM's prompt_logprobs).
+  // Such a prompt is computed in full, not read from the prefix cache.
+  std::optional<int> prompt_logprobs;
   // Most tokens to generate; unset: until the context is full.
   std::optional<int> max_tokens;
   std::vector<std::string> stop;            // stop strings, not part of the output (unless the next)
@@ -55,6 +60,14 @@ struct SamplingParams {
   bool skip_special_tokens = true;          // false: control tokens appear in the text as themselves
   std::vector<TokenId> stop_token_ids;      // stop tokens besides end-of-generation
   bool ignore_eos = false;                  // keep going past end-of-generation tokens
+  // Fewest tokens to generate (vLLM): before this many, the tokens that would
+  // end the completion (end-of-generation, unless ignore_eos, and
+  // stop_token_ids) cannot be sampled and stop strings do not end it. It
+  // does not hold a structured output open: the constraint decides its end.
+  int min_tokens = 0;
+  // The tokens min_tokens holds back, sorted: filled by the Sequence from the
+  // vocabulary (callers leave it empty); empty when min_tokens is 0.
+  std::vector<TokenId> held_back;
   int n = 1;                                // completions for this prompt
   // Structured output: every token is one the constraint allows, and the
   // completion stops (finish_reason stop) when the constraint is complete.
@@ -62,6 +75,8 @@ struct SamplingParams {
   std::shared_ptr<const CompiledConstraint> constraint;
 
   bool is_greedy() const { return temperature < kGreedyTemperature; }
+  // Whether held_back applies to the token after `num_output` output tokens.
+  bool holds_back(std::int64_t num_output) const { return num_output < min_tokens && !held_back.empty(); }
 
   // The first value out of range, as a message that names the parameter, the
   // value and the allowed range; nullopt when all are valid. Token ids are

@@ -1,6 +1,7 @@
 #include "engine/sampling_rows.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "core/error.h"
 
@@ -19,6 +20,15 @@ void logit_adjustments(const SamplingParams& params, const TokenCounts& prompt_t
     a.has_bias = 1;
     a.bias = bias;
     out.push_back(a);
+  }
+  if (params.holds_back(output_tokens.num_tokens() + static_cast<std::int64_t>(extra.size()))) {
+    for (TokenId token : params.held_back) {
+      LogitAdjustment a;
+      a.token = token;
+      a.has_bias = 1;
+      a.bias = -std::numeric_limits<float>::infinity();
+      out.push_back(a);
+    }
   }
   if (counts_output) {
     for (const TokenCounts::Entry& e : output_tokens.entries()) {
@@ -48,9 +58,9 @@ void logit_adjustments(const SamplingParams& params, const TokenCounts& prompt_t
   for (std::size_t i = 0; i < out.size(); ++i) {
     if (n > 0 && out[n - 1].token == out[i].token) {
       LogitAdjustment& m = out[n - 1];
-      if (out[i].has_bias != 0) {
+      if (out[i].has_bias != 0) {  // logit_bias and a hold-back: the hold-back (-inf) wins
+        m.bias = m.has_bias != 0 ? std::min(m.bias, out[i].bias) : out[i].bias;
         m.has_bias = 1;
-        m.bias = out[i].bias;
       }
       m.output_count += out[i].output_count;
       m.in_prompt |= out[i].in_prompt;

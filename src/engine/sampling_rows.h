@@ -17,8 +17,9 @@
 
 namespace folio {
 
-// The bias and penalties of a sequence as the sampling op reads them: one
-// entry per token touched, with `extra` counted as output tokens too.
+// The bias, min_tokens' hold-back (a bias of -inf) and penalties of a
+// sequence as the sampling op reads them: one entry per token touched, with
+// `extra` counted as output tokens too.
 void logit_adjustments(const SamplingParams& params, const TokenCounts& prompt_tokens,
                        const TokenCounts& output_tokens, std::span<const TokenId> extra,
                        std::vector<LogitAdjustment>& out);

@@ -31,7 +31,8 @@ const SequenceState* Scheduler::find(SequenceId id) const {
   return it == sequences_.end() ? nullptr : &it->second;
 }
 
-void Scheduler::add(SequenceId id, std::vector<TokenId> prompt, int priority, std::string cache_salt) {
+void Scheduler::add(SequenceId id, std::vector<TokenId> prompt, int priority, std::string cache_salt,
+                    bool prompt_logits) {
   if (sequences_.contains(id)) fail("scheduler: sequence {} already exists", id);
   if (prompt.empty()) fail("the prompt is empty; give at least one token");
   if (static_cast<int>(prompt.size()) >= config_.max_model_len)
@@ -48,6 +49,7 @@ void Scheduler::add(SequenceId id, std::vector<TokenId> prompt, int priority, st
   s.priority = priority;
   s.arrival = next_arrival_++;
   s.cache_salt = std::move(cache_salt);
+  s.prompt_logits = prompt_logits;
   sequences_.emplace(id, std::move(s));
   enqueue_waiting(id, /*front=*/false);
 }
@@ -155,20 +157,24 @@ void Scheduler::preempt(std::size_t index, StepPlan& plan) {
   enqueue_waiting(id, /*front=*/true);
 }
 
-bool Scheduler::try_admit(SequenceState& s, int& budget, StepPlan& plan) {
-  PrefixHit hit = kv_.find_cached_prefix(s.tokens, s.cache_salt);
+bool Scheduler::try_admit(SequenceState& s, int& budget, int& logit_budget, StepPlan& plan) {
+  PrefixHit hit = kv_.find_cached_prefix(s.tokens, s.cache_salt, /*read_cache=*/!s.prompt_logits);
   const int computed = hit.num_computed_tokens;
   int n = s.num_tokens() - computed;
-  if (n > budget) {
-    if (!config_.enable_chunked_prefill) return false;
-    n = budget;
+  const int cap = s.prompt_logits ? std::min(budget, logit_budget) : budget;
+  if (n > cap) {
+    // Prompt logits are chunked even without chunked prefill (chunks never
+    // change an output): a step has only so many logit rows.
+    if ((!config_.enable_chunked_prefill && !s.prompt_logits) || cap == 0) return false;
+    n = cap;
   }
   if (!kv_.allocate_slots(s.id, n, hit)) return false;
+  if (s.prompt_logits) logit_budget -= n;
   s.num_computed_tokens = computed;
   if (s.num_cached_tokens < 0) s.num_cached_tokens = std::min(computed, s.num_prompt_tokens);
   s.status = SequenceStatus::kRunning;
   running_.push_back(s.id);
-  plan.sequences.push_back({s.id, computed, n, computed + n == s.num_tokens()});
+  plan.sequences.push_back({s.id, computed, n, computed + n == s.num_tokens(), 0, 0, s.prompt_logits});
   plan.num_tokens += n;
   budget -= n;
   return true;
@@ -179,6 +185,7 @@ StepPlan Scheduler::schedule() {
   plan.block_copies = std::move(pending_copies_);
   pending_copies_.clear();
   int budget = config_.max_num_batched_tokens;
+  int logit_budget = config_.max_prompt_logit_tokens;
 
   // Running sequences first, in admission order; each feeds what it has not
   // fed yet (one decode token, or the next prefill chunk).
@@ -199,7 +206,7 @@ StepPlan Scheduler::schedule() {
         continue;
       }
     }
-    int n = std::min(s.num_tokens() - s.num_computed_tokens, budget);
+    int n = std::min(s.num_tokens() - s.num_computed_tokens, s.prompt_logits ? std::min(budget, logit_budget) : budget);
     if (n <= 0) continue;
     bool scheduled = true;
     while (!kv_.allocate_slots(s.id, n)) {
@@ -210,6 +217,7 @@ StepPlan Scheduler::schedule() {
                                   [&](const ScheduledSequence& q) { return q.id == running_[victim]; });
       if (planned != plan.sequences.end()) {
         budget += planned->num_new_tokens;
+        if (planned->prompt_logits) logit_budget += planned->num_new_tokens;
         plan.num_tokens -= planned->num_new_tokens;
         plan.sequences.erase(planned);
       }
@@ -224,9 +232,11 @@ StepPlan Scheduler::schedule() {
       --i;  // running_[i] was removed; the loop's ++i visits the next one
       continue;
     }
-    plan.sequences.push_back({s.id, s.num_computed_tokens, n, s.num_computed_tokens + n == s.num_tokens()});
+    plan.sequences.push_back(
+        {s.id, s.num_computed_tokens, n, s.num_computed_tokens + n == s.num_tokens(), 0, 0, s.prompt_logits});
     plan.num_tokens += n;
     budget -= n;
+    if (s.prompt_logits) logit_budget -= n;
   }
 
   // Proposals of sequences the budget left out this step are dropped: they
@@ -245,7 +255,7 @@ StepPlan Scheduler::schedule() {
   if (plan.preempted.empty()) {
     while (!waiting_.empty() && budget > 0 && static_cast<int>(running_.size()) < config_.max_num_seqs) {
       SequenceState& s = state(waiting_.front());
-      if (!try_admit(s, budget, plan)) break;
+      if (!try_admit(s, budget, logit_budget, plan)) break;
       waiting_.pop_front();
     }
   }
@@ -272,6 +282,7 @@ void Scheduler::complete_step(const StepPlan& plan) {
       s.num_draft_tokens = 0;  // the rest were accepted: verified from now on
     }
     s.num_computed_tokens = q.num_computed_tokens + q.num_new_tokens - q.num_rejected;
+    if (s.num_computed_tokens >= s.num_prompt_tokens) s.prompt_logits = false;
     // Everything with KV written is verified: commit it so full blocks become hits.
     kv_.commit(s.id, std::span<const TokenId>(s.tokens).first(static_cast<std::size_t>(s.num_computed_tokens)));
   }

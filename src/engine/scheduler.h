@@ -27,6 +27,10 @@ struct SchedulerConfig {
   int max_model_len = 2048;          // most tokens (prompt + output) of a sequence
   bool enable_chunked_prefill = true;
   SchedulingPolicy policy = SchedulingPolicy::kFcfs;
+  // Prompt tokens per step, all sequences together, fed by sequences that
+  // want logits at every prompt position (prompt logprobs): the logit rows
+  // the step has to spare for them.
+  int max_prompt_logit_tokens = 128;
 };
 
 enum class SequenceStatus { kWaiting, kRunning, kFinished };
@@ -41,6 +45,11 @@ struct SequenceState {
   int priority = 0;              // lower runs first under kPriority
   std::uint64_t arrival = 0;     // order of arrival, for FCFS and ties
   std::string cache_salt;
+  // Logits at every prompt position are wanted: the prompt is computed, not
+  // read from the prefix cache, in chunks within max_prompt_logit_tokens.
+  // Cleared once the prompt is computed (a recompute after preemption does
+  // not want them again).
+  bool prompt_logits = false;
   SequenceStatus status = SequenceStatus::kWaiting;
   int num_preemptions = 0;
   int num_draft_tokens = 0;      // the last tokens are unverified proposals (speculative decoding)
@@ -61,6 +70,7 @@ struct ScheduledSequence {
   bool sample = false;
   int num_draft_tokens = 0;
   int num_rejected = 0;
+  bool prompt_logits = false;  // logits for every fed token (all of them prompt tokens)
 };
 
 struct StepPlan {
@@ -81,7 +91,8 @@ class Scheduler {
 
   // Queues a new sequence. Throws Error when it can never run: its prompt is
   // empty, longer than max_model_len, or needs more blocks than the pool has.
-  void add(SequenceId id, std::vector<TokenId> prompt, int priority = 0, std::string cache_salt = {});
+  void add(SequenceId id, std::vector<TokenId> prompt, int priority = 0, std::string cache_salt = {},
+           bool prompt_logits = false);
 
   // A new sequence sharing `parent`'s computed prompt (n > 1 sampling): it
   // runs at once with a fork of the parent's blocks (the block copies join
@@ -128,7 +139,7 @@ class Scheduler {
   void preempt(std::size_t running_index, StepPlan& plan);
   void enqueue_waiting(SequenceId id, bool front);
   void drop_drafts(SequenceState& s, int count);
-  bool try_admit(SequenceState& s, int& budget, StepPlan& plan);
+  bool try_admit(SequenceState& s, int& budget, int& logit_budget, StepPlan& plan);
 
   SchedulerConfig config_;
   KvCacheManager& kv_;

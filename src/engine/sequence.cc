@@ -26,6 +26,14 @@ Sequence::Sequence(const Tokenizer& tokenizer, const SamplingParams& params, std
       decoder_(tokenizer, /*render_special=*/!params.skip_special_tokens) {
   delta_.index = index_;
   if (params_.constraint) matcher_ = std::make_unique<ConstraintMatcher>(params_.constraint);
+  params_.held_back.clear();
+  if (params_.min_tokens > 0 && !params_.constraint) {
+    const std::vector<TokenId>& eog = tokenizer.vocab().end_of_generation_ids;
+    if (!params_.ignore_eos) params_.held_back = eog;
+    params_.held_back.insert(params_.held_back.end(), params_.stop_token_ids.begin(), params_.stop_token_ids.end());
+    std::sort(params_.held_back.begin(), params_.held_back.end());
+    params_.held_back.erase(std::unique(params_.held_back.begin(), params_.held_back.end()), params_.held_back.end());
+  }
 }
 
 bool Sequence::append(const SampledToken& token) {
@@ -72,9 +80,12 @@ bool Sequence::append(const SampledToken& token) {
 void Sequence::release_text(bool final) {
   // A stop string found in the held text ends the completion; the text
   // before it is released, the stop string and anything after it are not.
+  // Before min_tokens no stop string counts, and none is held back for.
+  const bool stops_apply = num_output_tokens() >= params_.min_tokens;
   std::size_t cut = std::string::npos;
   const std::string* matched = nullptr;
   for (const std::string& stop : params_.stop) {
+    if (!stops_apply) break;
     if (stop.empty()) continue;
     std::size_t at = held_.find(stop);
     if (at != std::string::npos && at < cut) {
@@ -91,7 +102,7 @@ void Sequence::release_text(bool final) {
   }
   // Otherwise hold back the longest tail that could still begin a stop string.
   std::size_t keep = 0;
-  if (!final) {
+  if (!final && stops_apply) {
     for (const std::string& stop : params_.stop)
       for (std::size_t len = stop.empty() ? 0 : std::min(stop.size() - 1, held_.size()); len > keep; --len)
         if (held_.compare(held_.size() - len, len, stop, 0, len) == 0) {

@@ -21,14 +21,15 @@ const KvCacheManager::SequenceBlocks& KvCacheManager::state(SequenceId id) const
   return const_cast<KvCacheManager*>(this)->state(id);
 }
 
-PrefixHit KvCacheManager::find_cached_prefix(std::span<const TokenId> prompt, std::string_view cache_salt) {
+PrefixHit KvCacheManager::find_cached_prefix(std::span<const TokenId> prompt, std::string_view cache_salt,
+                                             bool read_cache) {
   PrefixCache& cache = pool_.cache();
   const int bs = block_size();
   PrefixHit hit;
   hit.num_prompt_tokens = static_cast<int>(prompt.size());
   hit.cache_salt = std::string(cache_salt);
   hit.chain_hash = cache.root_hash(cache_salt);
-  if (!caching_ || prompt.empty()) return hit;
+  if (!caching_ || prompt.empty() || !read_cache) return hit;
   // Full blocks only, and never the last prompt token.
   const std::size_t max_blocks = (prompt.size() - 1) / static_cast<std::size_t>(bs);
   PrefixCache::EntryId parent = PrefixCache::kRoot;

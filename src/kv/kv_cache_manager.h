@@ -73,8 +73,11 @@ class KvCacheManager {
 
   // The longest run of cached full blocks that starts the prompt under this
   // cache salt, stopping short of the prompt's last token (it is recomputed
-  // so that there are logits to sample from). Takes no reference.
-  PrefixHit find_cached_prefix(std::span<const TokenId> prompt, std::string_view cache_salt = {});
+  // so that there are logits to sample from). Takes no reference. With
+  // read_cache false it finds nothing (a prompt that must be computed in
+  // full), and the sequence still commits its blocks under its salt.
+  PrefixHit find_cached_prefix(std::span<const TokenId> prompt, std::string_view cache_salt = {},
+                               bool read_cache = true);
 
   // Admits a new sequence: it takes the hit's blocks (reviving free cached
   // ones) and slots for num_new_tokens more tokens after them. Returns false,

@@ -164,6 +164,9 @@ class OpenAiShape final : public AnswerShape {
     return out + "data: [DONE]\n\n";
   }
   void add(int prompt, const CompletionDelta& delta) override { builder_.add(prompt, delta); }
+  void add_prompt_logprobs(int prompt, std::span<const PromptTokenLogprob> logprobs) override {
+    builder_.add_prompt_logprobs(prompt, logprobs);
+  }
   std::string response(const Usage& usage) override { return dump_json(builder_.response(usage)); }
   std::vector<std::string> finish_reasons() const override { return builder_.finish_reasons(); }
 
@@ -218,6 +221,7 @@ void run_generation(const GenerationContext& context, GenerationJob job, HttpExc
   OutputMux mux(call.streams);
   while (auto item = mux.next()) {
     auto& [prompt, out] = *item;
+    if (!out.prompt_logprobs.empty()) answer->add_prompt_logprobs(prompt, out.prompt_logprobs);
     for (const CompletionDelta& d : out.deltas) answer->add(prompt, d);
     call.usage[static_cast<std::size_t>(prompt)] = out.usage;
     if (!out.error.empty()) call.error = out.error;

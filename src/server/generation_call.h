@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,9 @@ class AnswerShape {
   virtual std::string closing_events(const Usage& usage) = 0;
   // Not streaming: every delta, then the whole answer.
   virtual void add(int prompt, const CompletionDelta& delta) = 0;
+  // Not streaming, before the prompt's deltas: its prompt logprobs, when the
+  // job asked for them (shapes that do not return them ignore them).
+  virtual void add_prompt_logprobs(int /*prompt*/, std::span<const PromptTokenLogprob> /*logprobs*/) {}
   virtual std::string response(const Usage& usage) = 0;
   // Per finished choice, in OpenAI's words ("stop", "length", "tool_calls", "abort").
   virtual std::vector<std::string> finish_reasons() const = 0;

@@ -88,6 +88,8 @@ SamplingParams read_sampling(const Json& body, const ModelContext& model) {
     p.stop_token_ids = read_token_list(*it, "stop_token_ids", model.vocab_size);
   }
   if (auto v = get_bool(body, "ignore_eos")) p.ignore_eos = *v;
+  if (auto m = get_int(body, "min_tokens", 0, kIntMax)) p.min_tokens = static_cast<int>(*m);
+  if (auto k = get_int(body, "prompt_logprobs", 0, kMaxLogprobs)) p.prompt_logprobs = static_cast<int>(*k);
   if (auto v = get_bool(body, "include_stop_str_in_output")) p.include_stop_str_in_output = *v;
   if (auto v = get_bool(body, "skip_special_tokens")) p.skip_special_tokens = *v;
   if (const Json* bias = get_object(body, "logit_bias")) {
@@ -157,6 +159,10 @@ void check_num_choices(std::size_t num_prompts, int n, const ModelContext& model
 
 void finish_params(GenerationJob& job, const ModelContext& model) {
   if (auto problem = job.params.validate(model.vocab_size)) bad_request("", *problem);
+  if (job.stream && job.params.prompt_logprobs)
+    bad_request(job.echo ? "echo" : "prompt_logprobs",
+                "prompt logprobs (prompt_logprobs, or echo with logprobs) are only returned without stream; drop "
+                "one");
 }
 
 std::string message_content(const Json& message, std::size_t i) {
@@ -433,8 +439,8 @@ GenerationJob parse_completion_request(const Json& body, const ResponseJson& ord
     job.logprobs = true;
     job.params.logprobs = static_cast<int>(*lp);
   }
-  if (job.echo && job.logprobs)
-    bad_request("echo", "echo together with logprobs is not supported (prompt logprobs are not computed); drop one");
+  // Echo with logprobs scores the prompt too (its first token has none).
+  if (job.echo && job.logprobs && !job.params.prompt_logprobs) job.params.prompt_logprobs = job.params.logprobs;
   job.params.max_tokens = read_max_tokens(body, "max_tokens").value_or(kDefaultCompletionMaxTokens);
 
   auto it = body.find("prompt");

@@ -49,6 +49,8 @@ ResponseBuilder::ResponseBuilder(const GenerationJob& job, const Tokenizer& toke
     reasoning_.resize(choices);
     calls_.assign(choices, ResponseJson::array());
   }
+  prompt_logprobs_.assign(job.prompts.size(), ResponseJson(nullptr));
+  for (const std::vector<TokenId>& p : job.prompts) first_tokens_.push_back(p.empty() ? -1 : p[0]);
   for (std::size_t c = 0; c < choices; ++c) {
     if (job.echo) {
       const std::string& prompt = job.echo_texts[c / static_cast<std::size_t>(n_)];
@@ -138,6 +140,47 @@ ResponseJson ResponseBuilder::logprobs_json(int choice, const CompletionDelta& d
                       {"token_logprobs", std::move(token_logprobs)},
                       {"top_logprobs", std::move(top_logprobs)},
                       {"text_offset", std::move(offsets)}};
+}
+
+void ResponseBuilder::add_prompt_logprobs(int prompt, std::span<const PromptTokenLogprob> logprobs) {
+  // vLLM's shape: null for the first token, then per token a map from token
+  // id to logprob, rank and text, holding the prompt's token and the top ones.
+  ResponseJson all = ResponseJson::array({nullptr});
+  for (const PromptTokenLogprob& p : logprobs) {
+    ResponseJson at = ResponseJson::object();
+    const SampledToken& t = p.token;
+    for (int r = 0; r < t.num_top; ++r) {
+      const TokenLogprob& alt = t.top[static_cast<std::size_t>(r)];
+      at[std::to_string(alt.token)] = {
+          {"logprob", alt.logprob}, {"rank", r + 1}, {"decoded_token", token_text(alt.token)}};
+    }
+    at[std::to_string(t.token)] = {
+        {"logprob", logprob_value(t.logprob)}, {"rank", p.rank}, {"decoded_token", token_text(t.token)}};
+    all.push_back(std::move(at));
+  }
+  prompt_logprobs_[static_cast<std::size_t>(prompt)] = std::move(all);
+  if (chat_ || !job_.echo || !job_.logprobs) return;
+  // Echo with logprobs: the prompt's tokens lead each of its choices, as
+  // OpenAI's legacy completions wrote them (the first token's logprob null).
+  for (int i = 0; i < n_; ++i) {
+    ResponseJson& lp = logprobs_[static_cast<std::size_t>(prompt * n_ + i)];
+    std::int64_t offset = 0;
+    auto push = [&](TokenId token, ResponseJson logprob, ResponseJson top) {
+      lp["tokens"].push_back(token_text(token));
+      lp["token_logprobs"].push_back(std::move(logprob));
+      lp["top_logprobs"].push_back(std::move(top));
+      lp["text_offset"].push_back(offset);
+      offset += num_characters(piece(token, false));
+    };
+    push(first_tokens_[static_cast<std::size_t>(prompt)], nullptr, nullptr);
+    for (const PromptTokenLogprob& p : logprobs) {
+      ResponseJson top = ResponseJson::object();
+      for (const TokenLogprob& alt : p.token.top_logprobs()) top[token_text(alt.token)] = alt.logprob;
+      const std::string text = token_text(p.token.token);
+      if (p.token.logprob && !top.contains(text)) top[text] = *p.token.logprob;
+      push(p.token.token, logprob_value(p.token.logprob), std::move(top));
+    }
+  }
 }
 
 std::vector<ResponseJson> ResponseBuilder::opening_chunks() {
@@ -301,8 +344,11 @@ ResponseJson ResponseBuilder::response(const Usage& usage) const {
           {"index", c}, {"text", text_[c]}, {"logprobs", logprobs_[c]}, {"finish_reason", std::move(finish)}});
     }
     choices.back()["stop_reason"] = stop_[c];
+    if (!chat_ && job_.params.prompt_logprobs)
+      choices.back()["prompt_logprobs"] = prompt_logprobs_[c / static_cast<std::size_t>(n_)];
   }
   out["choices"] = std::move(choices);
+  if (chat_ && job_.params.prompt_logprobs) out["prompt_logprobs"] = prompt_logprobs_.at(0);
   out["usage"] = usage_json(usage);
   return out;
 }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,10 @@ class ResponseBuilder {
 
   // Non-streaming: folds in a delta; response() is the whole answer.
   void add(int prompt, const CompletionDelta& delta);
+  // Non-streaming: the prompt logprobs of prompt `prompt`, before its deltas:
+  // vLLM's prompt_logprobs (per choice for completions, for the response in
+  // chat), and with echo the prompt's tokens lead the choice's logprobs.
+  void add_prompt_logprobs(int prompt, std::span<const PromptTokenLogprob> logprobs);
   ResponseJson response(const Usage& usage) const;
 
   // Per finished choice: the finish reason ("stop", "length", "tool_calls", "abort").
@@ -70,6 +75,8 @@ class ResponseBuilder {
   std::vector<ChoiceReader> readers_;   // [num_choices] chat
   std::vector<std::string> reasoning_;  // [num_choices] chat, non-streaming: reasoning text
   std::vector<ResponseJson> calls_;     // [num_choices] chat, non-streaming: the tool_calls so far
+  std::vector<TokenId> first_tokens_;   // [prompts] each prompt's first token (echo with logprobs)
+  std::vector<ResponseJson> prompt_logprobs_;  // [prompts] vLLM's prompt_logprobs (null when not asked)
 };
 
 // "cmpl-..." / "chatcmpl-..." ids, unique within a server run.

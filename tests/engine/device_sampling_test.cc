@@ -1,7 +1,7 @@
 // Sampling on the device (Backend::sample) against the host reference path
 // (EngineConfig::host_sampling: logits to the host, the host Sampler and
 // verify_draft): the same tokens and logprobs bit for bit for greedy and
-// seeded requests under every filter and penalty, n > 1, with n-gram and
+// seeded requests under every filter and penalty, min_tokens, n > 1, with n-gram and
 // draft-model speculation; padded step shapes change nothing; and in a step
 // only the sampled token ids (and the logprobs asked for) cross to the host.
 #include <gtest/gtest.h>
@@ -101,6 +101,20 @@ class DeviceSamplingTest : public ::testing::Test {
         case 6: p.temperature = 0.8f; p.n = 3; break;
       }
       if (i % 2 == 1) p.logprobs = 1 + i % 5;
+      out.push_back(r);
+    }
+    // min_tokens against an end-of-generation token a bias forces: held back
+    // (-inf) on every row before it, greedy and sampled, with the bias merged.
+    const TokenId eog = session_->tokenizer->vocab().end_of_generation_ids.at(0);
+    for (int i = 0; i < 2; ++i) {
+      EngineRequest r;
+      r.prompt = session_->tokenizer->encode(texts[i], true, false);
+      r.params.max_tokens = 20;
+      r.params.seed = 300 + i;
+      r.params.temperature = i == 0 ? 0.0f : 0.9f;
+      r.params.min_tokens = 6 + i;
+      r.params.logit_bias = {{eog, 30.0f}};
+      r.params.logprobs = 2;
       out.push_back(r);
     }
     return out;

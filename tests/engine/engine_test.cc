@@ -27,20 +27,29 @@ struct Collected {
   std::vector<std::string> text;
   std::vector<std::string> finish;
   std::vector<std::string> stop_reason;
+  std::vector<std::vector<SampledToken>> logprobs;  // per completion, when asked for
   Usage usage;
   std::string error;
+  std::vector<PromptTokenLogprob> prompt_logprobs;
+  int num_prompt_logprob_outputs = 0;  // outputs that carried them
 };
 
 Collected collect(RequestStream& stream) {
   Collected c;
   while (auto out = stream.next()) {
+    if (!out->prompt_logprobs.empty()) {
+      c.prompt_logprobs = out->prompt_logprobs;
+      ++c.num_prompt_logprob_outputs;
+    }
     for (auto& d : out->deltas) {
       if (c.tokens.size() <= static_cast<std::size_t>(d.index)) {
         c.tokens.resize(d.index + 1);
         c.text.resize(d.index + 1);
         c.finish.resize(d.index + 1);
         c.stop_reason.resize(d.index + 1);
+        c.logprobs.resize(d.index + 1);
       }
+      c.logprobs[d.index].insert(c.logprobs[d.index].end(), d.logprobs.begin(), d.logprobs.end());
       c.tokens[d.index].insert(c.tokens[d.index].end(), d.token_ids.begin(), d.token_ids.end());
       c.text[d.index] += d.text;
       if (d.finish_reason) {
@@ -376,6 +385,121 @@ TEST_F(EngineTest, StopStringsEndTheTextBeforeThem) {
   EXPECT_EQ(c.finish[0], "stop");
   EXPECT_EQ(c.stop_reason[0], " 9");
   EXPECT_EQ(c.text[0], full.substr(0, full.find(" 9")));
+}
+
+// min_tokens holds back what would end the completion - end-of-generation
+// and stop_token_ids, however a bias favours them - and stop strings do not
+// count before it; from then on they end it as before.
+TEST_F(EngineTest, MinTokensHoldsBackEndTokensAndStopStrings) {
+  if (dummy_) GTEST_SKIP() << "reads what a real model writes";
+  const TokenId eog = session_->tokenizer->vocab().end_of_generation_ids.at(0);
+  Engine engine(session_, config());
+  EngineRequest r = greedy("Count: 1, 2, 3, 4, 5,", 30);
+  r.params.ignore_eos = false;
+  r.params.logit_bias = {{eog, 50.0f}};
+  for (const int min_tokens : {0, 1, 7}) {
+    r.params.min_tokens = min_tokens;
+    Collected c = collect(*engine.submit(r));
+    ASSERT_EQ(c.tokens[0].size(), static_cast<std::size_t>(min_tokens + 1)) << min_tokens;
+    EXPECT_EQ(c.tokens[0].back(), eog);
+    EXPECT_EQ(std::count(c.tokens[0].begin(), c.tokens[0].end(), eog), 1);
+    EXPECT_EQ(c.finish[0], "stop");
+  }
+  // A stop token id, the same way.
+  EngineRequest t = greedy("Count: 1, 2, 3, 4, 5,", 30);
+  const TokenId stop = run_alone(config(), t).at(2);
+  t.params.stop_token_ids = {stop};
+  t.params.logit_bias = {{stop, 50.0f}};
+  t.params.min_tokens = 5;
+  Collected held = collect(*engine.submit(t));
+  EXPECT_EQ(held.finish[0], "stop");
+  EXPECT_EQ(held.stop_reason[0], std::to_string(stop));
+  ASSERT_EQ(held.tokens[0].size(), 6u);
+  EXPECT_EQ(std::count(held.tokens[0].begin(), held.tokens[0].end(), stop), 1);
+  // Stop strings: " 7" is written early, but not counted before min_tokens.
+  EngineRequest s = greedy("Count: 1, 2, 3, 4, 5,", 30);
+  const std::vector<TokenId> tokens = run_alone(config(), s);
+  const std::string full = session_->tokenizer->decode(tokens, false);
+  ASSERT_NE(full.find(" 7"), std::string::npos) << full;
+  std::size_t seven = 1;  // the output tokens that first hold " 7"
+  while (session_->tokenizer->decode(std::span(tokens).first(seven), false).find(" 7") == std::string::npos) ++seven;
+  s.params.stop = {" 7", " 9"};
+  s.params.min_tokens = 2;
+  Collected early = collect(*engine.submit(s));
+  EXPECT_EQ(early.stop_reason[0], " 7");
+  s.params.min_tokens = static_cast<int>(seven) + 1;
+  Collected late = collect(*engine.submit(s));
+  EXPECT_EQ(late.stop_reason[0], " 9");
+  EXPECT_EQ(late.text[0], full.substr(0, full.find(" 9")));
+  expect_pool_free(engine);
+}
+
+// prompt_logprobs: entry k is what sampling after the first k + 1 prompt
+// tokens sees - the same logprob of the next prompt token and the same top
+// tokens, bit for bit - whatever the chunking, the batch or the same prompt
+// earlier in the prefix cache (such a prompt is computed in full).
+TEST_F(EngineTest, PromptLogprobsAreTheNextTokenLogprobsOfEachPrefix) {
+  EngineRequest r = greedy(prompts(5)[4], 1);
+  r.params.prompt_logprobs = 5;
+  const std::vector<TokenId> prompt = r.prompt;
+  ASSERT_GT(prompt.size(), 30u);
+  Engine engine(session_, config());
+  const Collected whole = collect(*engine.submit(r));
+  ASSERT_EQ(whole.prompt_logprobs.size(), prompt.size() - 1);
+  EXPECT_EQ(whole.num_prompt_logprob_outputs, 1);
+  auto same = [](const PromptTokenLogprob& a, const PromptTokenLogprob& b) {
+    return a.token.token == b.token.token && a.token.logprob == b.token.logprob && a.rank == b.rank &&
+           a.token.num_top == b.token.num_top &&
+           std::equal(a.token.top.begin(), a.token.top.begin() + a.token.num_top, b.token.top.begin());
+  };
+  for (const std::size_t k : {std::size_t{1}, std::size_t{7}, std::size_t{20}, prompt.size() - 1}) {
+    // The prefix, made to sample the prompt's next token (logprobs are of the raw distribution).
+    EngineRequest prefix = greedy("", 1);
+    prefix.prompt.assign(prompt.begin(), prompt.begin() + static_cast<std::ptrdiff_t>(k));
+    prefix.params.logprobs = 5;
+    prefix.params.logit_bias = {{prompt[k], 100.0f}};
+    const Collected c = collect(*engine.submit(prefix));
+    ASSERT_EQ(c.logprobs.at(0).size(), 1u);
+    const SampledToken& want = c.logprobs[0][0];
+    const PromptTokenLogprob& got = whole.prompt_logprobs[k - 1];
+    ASSERT_EQ(want.token, prompt[k]);
+    EXPECT_EQ(got.token.token, prompt[k]) << k;
+    EXPECT_EQ(got.token.logprob, want.logprob) << k;
+    ASSERT_EQ(got.token.num_top, 5) << k;
+    EXPECT_TRUE(std::equal(want.top.begin(), want.top.begin() + 5, got.token.top.begin())) << k;
+    int rank = 1;
+    for (int i = 0; i < 5; ++i)
+      if (want.top[static_cast<std::size_t>(i)].logprob > *want.logprob) ++rank;
+    if (rank <= 5) {
+      EXPECT_EQ(got.rank, rank) << k;
+    }
+    EXPECT_GE(got.rank, 1);
+  }
+  // Again (its blocks are cached now, yet it is computed in full), in chunks
+  // of 16, and three at once with other requests beside them.
+  const Collected again = collect(*engine.submit(r));
+  EXPECT_EQ(again.usage.cached_tokens, 0);
+  Engine chunked(session_, config(16));
+  const Collected small = collect(*chunked.submit(r));
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < 3; ++i) {
+    streams.push_back(engine.submit(r));
+    streams.push_back(engine.submit(greedy(prompts(8)[i], 8)));
+  }
+  for (const Collected* c : {&again, &small}) {
+    ASSERT_EQ(c->prompt_logprobs.size(), whole.prompt_logprobs.size());
+    for (std::size_t k = 0; k < whole.prompt_logprobs.size(); ++k)
+      EXPECT_TRUE(same(c->prompt_logprobs[k], whole.prompt_logprobs[k])) << k;
+  }
+  for (std::size_t s = 0; s < streams.size(); s += 2) {
+    const Collected c = collect(*streams[s]);
+    collect(*streams[s + 1]);
+    ASSERT_EQ(c.prompt_logprobs.size(), whole.prompt_logprobs.size());
+    for (std::size_t k = 0; k < whole.prompt_logprobs.size(); ++k)
+      EXPECT_TRUE(same(c.prompt_logprobs[k], whole.prompt_logprobs[k])) << "batched, " << k;
+    EXPECT_EQ(c.tokens, whole.tokens);
+  }
+  expect_pool_free(engine);
 }
 
 TEST_F(EngineTest, AbortFreesBlocksWithinAStep) {

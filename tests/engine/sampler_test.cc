@@ -13,8 +13,9 @@
 #include <set>
 #include <vector>
 
-#include "core/error.h"
 #include "backend/sampling/sampler_math.h"
+#include "core/error.h"
+#include "engine/sampling_rows.h"
 
 namespace folio {
 namespace {
@@ -319,6 +320,49 @@ TEST_F(SamplerTest, LogitBiasForcesAndBansTokens) {
   params.logit_bias = {{0, 0.5f}, {2, -0.25f}};
   params.temperature = 1.0f;
   EXPECT_EQ(probs(logits, params), expected_probs({3.5f, 5.0f, 0.75f, 0.0f}, 1.0f, all_ids(4)));
+}
+
+// min_tokens: the held-back tokens are at -inf until the output holds
+// min_tokens tokens, whatever their bias; then they are as before.
+TEST_F(SamplerTest, MinTokensHoldsBackItsTokensUntilTheOutputIsLongEnough) {
+  const std::vector<float> logits = {3.0f, 5.0f, 1.0f, 0.0f};
+  SamplingParams params = greedy();
+  params.min_tokens = 2;
+  params.held_back = {1, 3};
+  params.logit_bias = {{3, 100.0f}};
+  EXPECT_EQ(sample(logits, params), 0);
+  output_.add(2);
+  EXPECT_EQ(sample(logits, params), 0);
+  params.temperature = 1.0f;
+  EXPECT_EQ(probs(logits, params), expected_probs({3.0f, -kInf, 1.0f, -kInf}, 1.0f, {0, 2}));
+  output_.add(2);  // two output tokens: nothing is held back
+  EXPECT_EQ(probs(logits, params), expected_probs({3.0f, 5.0f, 1.0f, 100.0f}, 1.0f, all_ids(4)));
+}
+
+// The sampling op's adjustments say the same: a hold-back entry (-inf) per
+// held token on the rows before min_tokens, merged with a bias of the same
+// token, the proposals a row verifies counted as output.
+TEST(LogitAdjustmentsTest, HoldBackIsMinusInfinityOnTheRowsBeforeMinTokens) {
+  SamplingParams params;
+  params.min_tokens = 3;
+  params.held_back = {2, 7};
+  params.logit_bias = {{7, 4.0f}, {9, 1.0f}};
+  TokenCounts prompt, output;
+  output.add(5);
+  std::vector<LogitAdjustment> out;
+  const std::vector<TokenId> draft = {4, 6};
+  logit_adjustments(params, prompt, output, std::span(draft).first(1), out);  // row 1: two output tokens
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].token, 2);
+  EXPECT_EQ(out[0].bias, -kInf);
+  EXPECT_EQ(out[1].token, 7);
+  EXPECT_EQ(out[1].bias, -kInf);
+  EXPECT_EQ(out[2].token, 9);
+  EXPECT_EQ(out[2].bias, 1.0f);
+  logit_adjustments(params, prompt, output, draft, out);  // row 2: three output tokens
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].token, 7);
+  EXPECT_EQ(out[0].bias, 4.0f);
 }
 
 TEST_F(SamplerTest, RepetitionPenaltyDividesPositiveAndMultipliesNegativeLogits) {

@@ -195,3 +195,62 @@ def test_cors_lets_the_allowed_origins_in(thinking, qwen3):
     # Off unless asked for.
     assert "access-control-allow-origin" not in httpx.post(qwen3.url + "/v1/chat/completions", json=body,
                                                            headers={"Origin": "http://page.example"}).headers
+
+
+def test_min_tokens_holds_the_end_token_back(thinking):
+    im_end = httpx.post(thinking.url + "/tokenize", json={"prompt": "<|im_end|>", "add_special_tokens": False}).json()
+    body = {"logit_bias": {str(im_end["tokens"][0]): 100}}  # the end token, made all but certain
+    assert chat(thinking, extra_body=body).usage.completion_tokens == 1
+    for stream in (False, True):
+        r = chat(thinking, max_tokens=20, extra_body={**body, "min_tokens": 5}, stream=stream,
+                 **({"stream_options": {"include_usage": True}} if stream else {}))
+        if stream:
+            chunks = list(r)
+            usage, finish = chunks[-1].usage, [c.choices[0].finish_reason for c in chunks if c.choices][-1]
+        else:
+            usage, finish = r.usage, r.choices[0].finish_reason
+        assert usage.completion_tokens == 6 and finish == "stop", (usage, finish)
+    for bad in ({"min_tokens": -1}, {"min_tokens": 30}, {"min_tokens": "5"}):  # 30 > max_tokens
+        with pytest.raises(openai.BadRequestError) as e:
+            chat(thinking, max_tokens=20, extra_body=bad)
+        assert "min_tokens" in str(e.value)
+
+
+def test_prompt_logprobs_score_the_prompt(thinking):
+    c = client_of(thinking)
+    model = c.models.list().data[0].id
+    prompt = "The capital of France is Paris. The capital of Italy is"
+    ids = httpx.post(thinking.url + "/tokenize", json={"prompt": prompt}).json()["tokens"]
+    r = c.completions.create(model=model, prompt=prompt, max_tokens=2, temperature=0,
+                             extra_body={"prompt_logprobs": 2})
+    scored = r.choices[0].model_extra["prompt_logprobs"]
+    assert len(scored) == len(ids) and scored[0] is None
+    for token, entry in zip(ids[1:], scored[1:]):
+        own = entry[str(token)]
+        assert own["logprob"] <= 0 and own["rank"] >= 1 and isinstance(own["decoded_token"], str)
+        assert len(entry) in (2, 3) and {1, 2} <= {v["rank"] for v in entry.values()}, entry  # with the top 2
+    # " Paris" after "The capital of France is" is the model's own choice.
+    paris = ids.index(httpx.post(thinking.url + "/tokenize", json={"prompt": " Paris", "add_special_tokens": False})
+                      .json()["tokens"][0])
+    assert scored[paris][str(ids[paris])]["rank"] == 1
+    # Echo with logprobs: the prompt's tokens lead the legacy logprobs, the first without one.
+    e = c.completions.create(model=model, prompt=prompt, max_tokens=2, temperature=0, echo=True, logprobs=1)
+    lp = e.choices[0].logprobs
+    assert e.choices[0].text.startswith(prompt)
+    assert len(lp.tokens) == len(ids) + 2 and lp.token_logprobs[0] is None and lp.top_logprobs[0] is None
+    for i in range(1, len(ids)):
+        assert abs(lp.token_logprobs[i] - scored[i][str(ids[i])]["logprob"]) < 1e-6
+    assert lp.text_offset[0] == 0 and lp.text_offset == sorted(lp.text_offset)
+    assert "".join(lp.tokens[:len(ids)]).endswith(prompt)
+    # Chat: for the response, as vLLM returns it.
+    chat_r = chat(thinking, max_tokens=2, extra_body={"prompt_logprobs": 0})
+    chat_scored = chat_r.model_extra["prompt_logprobs"]
+    assert chat_scored[0] is None and all(len(e) == 1 for e in chat_scored[1:])
+    assert len(chat_scored) == chat_r.usage.prompt_tokens
+    for bad in ({"prompt_logprobs": -1}, {"prompt_logprobs": 21}):
+        with pytest.raises(openai.BadRequestError) as err:
+            chat(thinking, max_tokens=2, extra_body=bad)
+        assert "prompt_logprobs" in str(err.value)
+    with pytest.raises(openai.BadRequestError) as err:
+        chat(thinking, max_tokens=2, stream=True, extra_body={"prompt_logprobs": 1})
+    assert "without stream" in str(err.value)
