@@ -57,6 +57,7 @@ struct BenchOptions {
   ModelOptions model;
   EngineOptions engine;
   bool compare_speculation = false;
+  bool compare_schema = false;  // with json_schema: every repetition also runs unconstrained
   WorkloadOptions workload;
   std::string request_rate = "inf";
   int max_concurrency = 0;
@@ -282,6 +283,10 @@ void set_speculative(BenchWorkload& w, bool on) {
   for (BenchRequest& r : w.requests) r.speculative = on;
 }
 
+void set_constrained(BenchWorkload& w, bool on) {
+  for (BenchRequest& r : w.requests) r.constrained = on;
+}
+
 void bench(BenchOptions o) {
   if (o.suite == "bandwidth") return run_bandwidth_suite(o);
   if (o.repetitions < 1) fail("--repetitions must be at least 1, got {}", o.repetitions);
@@ -359,10 +364,17 @@ void bench(BenchOptions o) {
   }
 
   std::shared_ptr<const CompiledConstraint> constraint;
+  if (o.compare_schema && o.json_schema.empty()) fail("--compare-schema needs --json-schema FILE");
   if (!o.json_schema.empty()) {
-    if (server_mode) fail("--json-schema runs in process only; leave out --url");
     if (o.compare_speculation || peer) fail("--json-schema cannot be combined with --peer or --compare-speculation");
-    constraint = session->constraints->compile({ConstraintSpec::Kind::kJsonSchema, read_file(o.json_schema), {}});
+    const std::string schema = read_file(o.json_schema);
+    if (server_mode) {
+      if (!Json::accept(schema)) fail("{} is not valid JSON", o.json_schema);
+      o.server.json_schema = schema;
+    } else {
+      constraint = session->constraints->compile({ConstraintSpec::Kind::kJsonSchema, schema, {}});
+    }
+    for (BenchWorkload& w : workloads) set_constrained(w, true);
   }
   auto run_folio = [&](const BenchWorkload& w, const std::string& label) {
     BenchProgress bar(label, static_cast<int>(w.requests.size()), w.output_tokens(), progress);
@@ -380,8 +392,10 @@ void bench(BenchOptions o) {
     if (peer) run_peer(warmup, "warm-up llama.cpp");
   }
   Comparison comparison;
-  comparison.peer_name = o.compare_speculation ? "no-spec" : o.peer;
+  comparison.peer_name = o.compare_speculation ? "no-spec" : o.compare_schema ? "plain" : o.peer;
   if (o.compare_speculation) comparison.folio_name = "spec";
+  if (o.compare_schema) comparison.folio_name = "schema";
+  const bool paired = peer || o.compare_speculation || o.compare_schema;
   EngineFigures engine_figures;
   Json saved = Json::array();
   for (int r = 0; r < o.repetitions; ++r) {
@@ -398,16 +412,19 @@ void bench(BenchOptions o) {
       for (const RequestTiming& t : mine.requests)
         if (!t.error.empty()) fail("a request failed: {}", t.error);
     }
-    if (peer || o.compare_speculation) {
+    if (paired) {
       RunTimings theirs;
       if (peer) {
         theirs = run_peer(workload, "llama.cpp" + of);
-      } else {
+      } else if (o.compare_speculation) {
         set_speculative(workload, false);
         theirs = run_folio(workload, "no speculation" + of);
+      } else {
+        set_constrained(workload, false);
+        theirs = run_folio(workload, "no schema" + of);
       }
       comparison.peer.push_back(summarize(theirs));
-      compare_outputs(mine, theirs, comparison);
+      if (!o.compare_schema) compare_outputs(mine, theirs, comparison);  // a schema changes the output
       if (!o.save_timings.empty())
         saved.push_back({{"engine", comparison.peer_name}, {"repetition", r}, {"timings", to_json(theirs)}});
     }
@@ -460,6 +477,7 @@ void bench(BenchOptions o) {
       j["peer"]["info"] = peer->info();
     }
     if (o.compare_speculation) j["no_speculation"] = to_json(comparison);
+    if (o.compare_schema) j["no_schema"] = to_json(comparison);
     std::printf("%s\n", j.dump(2).c_str());
     return;
   }
@@ -476,7 +494,7 @@ void bench(BenchOptions o) {
                 st.constraint_masks > 0 ? 1e6 * st.constraint_mask_seconds / static_cast<double>(st.constraint_masks) : 0.0,
                 st.constraint_mask_seconds);
   }
-  if (peer || o.compare_speculation) {
+  if (paired) {
     std::printf("%s", format_summary(comparison.peer_name + what, median_summary(comparison.peer)).c_str());
     std::printf("%s", format_comparison(comparison).c_str());
   }
@@ -521,8 +539,10 @@ void add_bench(CLI::App& app) {
   cmd->add_flag("--no-progress", o->no_progress, "No progress bar on stderr");
   cmd->add_option("--save-timings", o->save_timings, "Write every request's timings, every run, to this JSON file");
   cmd->add_option("--json-schema", o->json_schema,
-                  "Constrain every output to this JSON schema file (in process; a schema that ends before "
-                  "--output-len tokens ends the request early)");
+                  "Constrain every output to this JSON schema file (in process, or as the response_format of each "
+                  "request to --url; a schema that ends before --output-len tokens ends the request early)");
+  cmd->add_flag("--compare-schema", o->compare_schema,
+                "With --json-schema: run each repetition also unconstrained and report the ratios");
   cmd->add_option("--suite", o->suite,
                   "Run a suite instead of a workload: bandwidth (streaming-read GB/s on --threads threads); the "
                   "CPU comparison with llama.cpp is bench/cpu_vs_llamacpp.py")

@@ -14,7 +14,7 @@ RunTimings run_offline(Engine& engine, const BenchWorkload& workload, int max_co
     r.params.max_tokens = request.output_len;
     r.params.ignore_eos = request.ignore_eos;
     r.speculative = request.speculative;
-    r.params.constraint = constraint;
+    if (request.constrained) r.params.constraint = constraint;
     std::shared_ptr<RequestStream> stream = engine.submit(std::move(r));
     for (;;) {
       std::optional<RequestOutput> out = stream->next();
@@ -35,7 +35,7 @@ RunTimings run_offline(Engine& engine, const BenchWorkload& workload, int max_co
       if (!out->error.empty()) timing.error = out->error;
       if (out->finished) break;
     }
-    if (timing.error.empty() && request.ignore_eos && !constraint && timing.output_tokens != request.output_len)
+    if (timing.error.empty() && request.ignore_eos && !request.constrained && timing.output_tokens != request.output_len)
       timing.error = "the engine returned " + std::to_string(timing.output_tokens) + " tokens instead of " +
                      std::to_string(request.output_len);
     progress.request_done();

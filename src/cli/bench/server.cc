@@ -91,6 +91,10 @@ class EventReader {
 
 RunTimings run_server(const ServerTarget& target, const BenchWorkload& workload, int max_concurrency,
                       BenchProgress& progress) {
+  Json response_format;
+  if (!target.json_schema.empty())
+    response_format = {{"type", "json_schema"},
+                       {"json_schema", {{"name", "bench"}, {"strict", true}, {"schema", Json::parse(target.json_schema)}}}};
   return dispatch_requests(workload, max_concurrency,
                            [&](const BenchRequest& request, BenchClock::time_point start, RequestTiming& timing) {
     Json body{{"prompt", request.prompt},
@@ -101,6 +105,7 @@ RunTimings run_server(const ServerTarget& target, const BenchWorkload& workload,
               {"stream_options", {{"include_usage", true}}}};
     if (!target.model_name.empty()) body["model"] = target.model_name;
     if (!request.speculative) body["speculative"] = false;  // folio's per-request switch
+    if (request.constrained && !response_format.is_null()) body["response_format"] = response_format;
     std::vector<std::pair<std::string, std::string>> headers = {{"Content-Type", "application/json"},
                                                                 {"Accept", "text/event-stream"}};
     if (!target.api_key.empty()) headers.emplace_back("Authorization", "Bearer " + target.api_key);

@@ -19,6 +19,9 @@ struct ServerTarget {
   std::string api_key;      // sent as a bearer token when set
   std::string model_name;   // the request's "model"; empty: left out
   double timeout_s = 1800;  // for one whole request
+  // A JSON schema's text: the requests marked constrained ask for it as
+  // their response_format.
+  std::string json_schema;
 };
 
 RunTimings run_server(const ServerTarget& target, const BenchWorkload& workload, int max_concurrency,

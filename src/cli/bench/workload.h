@@ -24,6 +24,7 @@ struct BenchRequest {
   // exactly. Text prompts stop at end-of-generation, output_len at most.
   bool ignore_eos = true;
   bool speculative = true;  // may use the engine's speculative decoding
+  bool constrained = false;  // its output follows the run's JSON schema (--json-schema)
 };
 
 struct BenchWorkload {
