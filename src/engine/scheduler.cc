@@ -157,11 +157,21 @@ void Scheduler::preempt(std::size_t index, StepPlan& plan) {
   enqueue_waiting(id, /*front=*/true);
 }
 
+namespace {
+
+// The most tokens a sequence may feed this step: the step's token budget,
+// and for one that wants prompt logits the logit rows left too.
+int chunk_cap(const SequenceState& s, int budget, int logit_budget) {
+  return s.prompt_logits ? std::min(budget, logit_budget) : budget;
+}
+
+}  // namespace
+
 bool Scheduler::try_admit(SequenceState& s, int& budget, int& logit_budget, StepPlan& plan) {
   PrefixHit hit = kv_.find_cached_prefix(s.tokens, s.cache_salt, /*read_cache=*/!s.prompt_logits);
   const int computed = hit.num_computed_tokens;
   int n = s.num_tokens() - computed;
-  const int cap = s.prompt_logits ? std::min(budget, logit_budget) : budget;
+  const int cap = chunk_cap(s, budget, logit_budget);
   if (n > cap) {
     // Prompt logits are chunked even without chunked prefill (chunks never
     // change an output): a step has only so many logit rows.
@@ -206,7 +216,7 @@ StepPlan Scheduler::schedule() {
         continue;
       }
     }
-    int n = std::min(s.num_tokens() - s.num_computed_tokens, s.prompt_logits ? std::min(budget, logit_budget) : budget);
+    int n = std::min(s.num_tokens() - s.num_computed_tokens, chunk_cap(s, budget, logit_budget));
     if (n <= 0) continue;
     bool scheduled = true;
     while (!kv_.allocate_slots(s.id, n)) {

@@ -12,8 +12,7 @@
 
 namespace folio::cli {
 
-// constraint: every request's output follows it (null: none).
-// `constraint` applies to the requests marked constrained.
+// constraint: the output of every request marked constrained follows it.
 RunTimings run_offline(Engine& engine, const BenchWorkload& workload, int max_concurrency, BenchProgress& progress,
                        std::shared_ptr<const CompiledConstraint> constraint = nullptr);
 
