@@ -1,9 +1,9 @@
 // The speculative-decoding flags shared by serve, run and bench:
-// --speculative ngram|draft:PATH and --num-speculative-tokens K.
+// --speculative ngram|draft:PATH, --num-speculative-tokens K and
+// --speculative-policy adaptive|fixed.
 #pragma once
 
 #include <CLI/CLI.hpp>
-
 #include <string>
 
 #include "engine/speculative/speculative_config.h"
@@ -15,6 +15,7 @@ struct SpeculativeOptions {
   int num_tokens = 4;
   int ngram_min = 2;
   int ngram_max = 4;
+  std::string policy = "adaptive";
 
   // Throws Error for a method that is neither ngram nor draft:PATH.
   SpeculativeConfig resolved() const;

@@ -73,6 +73,7 @@ Engine::Engine(std::shared_ptr<ModelSession> session, const EngineConfig& config
       proposer_ = make_draft_model_proposer(*session_, spec, config_.max_num_seqs, config_.max_model_len,
                                              config_.kv_dtype);
     }
+    speculation_ = std::make_unique<SpeculationController>(spec.num_tokens, spec.adaptive);
   }
   // Forks of n > 1 requests can run beside max_num_seqs others.
   const std::int64_t max_seqs = config_.max_num_seqs + kMaxCompletions;
@@ -228,11 +229,16 @@ void Engine::admit(RequestId id, RequestEntry state) {
 }
 
 void Engine::propose_drafts() {
+  const std::vector<SequenceId> decoding = scheduler_->decode_candidates();
+  std::vector<SequenceId> candidates;
+  for (SequenceId id : decoding)
+    if (requests_.at(request_of(id)).request.speculative) candidates.push_back(id);
+  const int chosen = speculation_->choose(candidates, static_cast<int>(decoding.size()));
+  if (chosen == 0) return;
   std::vector<ProposalRequest> requests;
-  for (SequenceId id : scheduler_->decode_candidates()) {
-    if (!requests_.at(request_of(id)).request.speculative) continue;
+  for (SequenceId id : candidates) {
     const Sequence& seq = sequence(id);
-    int k = config_.speculative.num_tokens;
+    int k = chosen;
     // Room for the proposals and the one token verification adds.
     if (seq.params().max_tokens) k = std::min(k, *seq.params().max_tokens - seq.num_output_tokens() - 1);
     if (k <= 0) continue;
@@ -241,8 +247,10 @@ void Engine::propose_drafts() {
   if (requests.empty()) return;
   std::vector<std::vector<TokenId>> drafts;
   proposer_->propose(requests, drafts);
-  for (std::size_t i = 0; i < requests.size(); ++i)
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    speculation_->proposed(requests[i].id, static_cast<int>(drafts[i].size()));
     if (!drafts[i].empty()) scheduler_->propose(requests[i].id, drafts[i]);
+  }
 }
 
 std::vector<SampledToken> Engine::read_tokens(ScheduledSequence& q, const StepSamples& samples,
@@ -307,18 +315,28 @@ void Engine::time_masks(Clock::time_point start, std::size_t num_masks) {
 void Engine::count_speculation(ScheduledSequence& q, int num_accepted) {
   q.num_rejected = q.num_draft_tokens - num_accepted;
   proposer_->accepted(q.id, num_accepted);
+  speculation_->verified(q.id, q.num_draft_tokens, num_accepted);
   std::lock_guard lock(stats_mutex_);
   stats_.spec_proposed_tokens += q.num_draft_tokens;
   stats_.spec_accepted_tokens += num_accepted;
   ++stats_.spec_steps;
 }
 
+void Engine::forget_speculation(SequenceId id) {
+  if (!proposer_) return;
+  proposer_->release(id);
+  speculation_->release(id);
+}
+
 void Engine::step() {
+  const auto start = Clock::now();
   if (proposer_) propose_drafts();
   StepPlan plan = scheduler_->schedule();
-  if (proposer_)
-    for (SequenceId id : plan.preempted) proposer_->release(id);
-  if (plan.empty()) return;
+  for (SequenceId id : plan.preempted) forget_speculation(id);
+  if (plan.empty()) {
+    if (proposer_) speculation_->step_done(0.0, /*decode_only=*/false);
+    return;
+  }
   const auto now = Clock::now();
   for (const ScheduledSequence& q : plan.sequences) {
     RequestEntry& r = requests_.at(request_of(q.id));
@@ -346,8 +364,10 @@ void Engine::step() {
   std::int32_t logits_row = 0;
   std::vector<std::pair<std::size_t, std::int32_t>> prompt_rows;  // prompt_logprobs: (sequence, first row)
   std::int64_t prompt_tokens_run = 0;
+  bool decode_only = plan.preempted.empty();  // every sequence feeds its last token and any proposals
   for (std::size_t i = 0; i < plan.sequences.size(); ++i) {
     const ScheduledSequence& q = plan.sequences[i];
+    decode_only = decode_only && q.sample && q.num_new_tokens == q.num_draft_tokens + 1;
     const SequenceState* s = scheduler_->find(q.id);
     SequenceChunk c;
     c.tokens = std::span<const TokenId>(s->tokens).subspan(static_cast<std::size_t>(q.num_computed_tokens),
@@ -432,6 +452,9 @@ void Engine::step() {
     publish(rid, r);
   }
   touched_.clear();
+  // What this step's choice of proposals cost: only steps that fed no prompt
+  // are alike enough to compare.
+  if (proposer_) speculation_->step_done(seconds(Clock::now() - start), decode_only);
 }
 
 void Engine::sample_forks(const std::vector<std::pair<std::size_t, std::int32_t>>& parents, const StepPlan& plan,
@@ -496,7 +519,7 @@ void Engine::emit_tokens(RequestId rid, int index, std::span<const SampledToken>
     }
     if (done) {
       scheduler_->finish(sid);
-      if (proposer_) proposer_->release(sid);
+      forget_speculation(sid);
       ++r.num_finished;
       break;
     }
@@ -510,7 +533,7 @@ void Engine::finish_request(RequestId id, FinishReason reason) {
   RequestEntry& r = it->second;
   for (std::size_t i = 0; i < r.completions.size(); ++i) {
     scheduler_->finish(r.sequence_ids[i]);
-    if (proposer_) proposer_->release(r.sequence_ids[i]);
+    forget_speculation(r.sequence_ids[i]);
     if (!r.completions[i]->finished()) {
       r.completions[i]->finish(reason);
       ++r.num_finished;

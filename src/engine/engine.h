@@ -25,6 +25,7 @@
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
 #include "engine/speculative/proposer.h"
+#include "engine/speculative/speculation_controller.h"
 #include "engine/speculative/speculative_config.h"
 #include "kv/kv_cache_manager.h"
 #include "kv/kv_storage.h"
@@ -156,6 +157,8 @@ class Engine {
   std::vector<SampledToken> read_tokens(ScheduledSequence& q, const StepSamples& samples, std::size_t first_row);
   std::vector<SampledToken> choose_tokens_on_host(ScheduledSequence& q, const float* logits);
   void count_speculation(ScheduledSequence& q, int num_accepted);
+  // The sequence finished or was preempted: the proposer and the controller forget it.
+  void forget_speculation(SequenceId id);
   // The first tokens of the forked completions of n > 1 requests whose
   // prompt this step finished, sampled from the parent's logits row.
   void sample_forks(const std::vector<std::pair<std::size_t, std::int32_t>>& parents, const StepPlan& plan,
@@ -198,6 +201,7 @@ class Engine {
   std::unique_ptr<ModelRunner> runner_;
   Sampler sampler_;
   std::unique_ptr<Proposer> proposer_;
+  std::unique_ptr<SpeculationController> speculation_;  // with proposer_
   std::vector<float> verify_scratch_;
   SamplingRequest sampling_;
   std::vector<LogitAdjustment> adjustment_scratch_;

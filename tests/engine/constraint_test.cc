@@ -289,12 +289,14 @@ TEST_F(ConstraintTest, SpeculationAndHostSamplingGiveTheSameConstrainedTokens) {
   const auto plain = run_constrained(session_, engine_config());
   EngineConfig spec = engine_config();
   spec.speculative.method = SpeculativeConfig::Method::kNgram;
+  spec.speculative.adaptive = false;  // every step proposes: the mechanism under test
   spec.speculative.num_tokens = 4;
   const auto speculated = run_constrained(session_, spec);
   expect_valid(speculated);
   for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(speculated[i].tokens, plain[i].tokens) << "greedy request " << i;
   EngineConfig draft = spec;
   draft.speculative.method = SpeculativeConfig::Method::kDraft;
+  draft.speculative.adaptive = false;  // every step proposes: the mechanism under test
   draft.speculative.num_tokens = 3;
   draft.speculative.draft_model_path = folio::testing::model_path(folio::testing::kSmolLM2);
   const auto drafted = run_constrained(session_, draft);

@@ -149,6 +149,7 @@ TEST_F(DeviceSamplingTest, GivesTheHostSamplersTokensAndLogprobs) {
 TEST_F(DeviceSamplingTest, GivesTheHostVerifiersTokensWithNgramSpeculation) {
   EngineConfig device = config();
   device.speculative.method = SpeculativeConfig::Method::kNgram;
+  device.speculative.adaptive = false;  // every step proposes: the mechanism under test
   device.speculative.num_tokens = 4;
   EngineConfig host = device;
   host.host_sampling = true;
@@ -158,6 +159,7 @@ TEST_F(DeviceSamplingTest, GivesTheHostVerifiersTokensWithNgramSpeculation) {
 TEST_F(DeviceSamplingTest, GivesTheHostVerifiersTokensWithADraftModel) {
   EngineConfig device = config();
   device.speculative.method = SpeculativeConfig::Method::kDraft;
+  device.speculative.adaptive = false;  // every step proposes: the mechanism under test
   device.speculative.num_tokens = 3;
   device.speculative.draft_model_path = folio::testing::model_path(folio::testing::kSmolLM2);
   EngineConfig host = device;
@@ -175,7 +177,9 @@ TEST_F(DeviceSamplingTest, PaddedStepsChangeNothing) {
   plain.pad_to_buckets = false;
   expect_same(run(padded), run(plain), "padded steps");
   padded.speculative.method = SpeculativeConfig::Method::kNgram;
+  padded.speculative.adaptive = false;  // every step proposes: the mechanism under test
   plain.speculative.method = SpeculativeConfig::Method::kNgram;
+  plain.speculative.adaptive = false;  // every step proposes: the mechanism under test
   expect_same(run(padded), run(plain), "padded steps with speculation");
 }
 

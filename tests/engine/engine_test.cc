@@ -562,6 +562,7 @@ TEST_F(EngineTest, SpeculationNeverChangesAGreedyOutput) {
   for (int k = 1; k <= 8; ++k) {
     EngineConfig c = config();
     c.speculative.method = SpeculativeConfig::Method::kNgram;
+    c.speculative.adaptive = false;  // every step proposes: the mechanism under test
     c.speculative.num_tokens = k;
     Engine engine(session_, c);
     // Alone, one after the other (for a few k) ...
@@ -586,6 +587,30 @@ TEST_F(EngineTest, SpeculationNeverChangesAGreedyOutput) {
   }
 }
 
+// The adaptive policy changes how many tokens each step proposes, none
+// included, from timings; whatever it chooses, the output is the model's own.
+TEST_F(EngineTest, AdaptiveSpeculationNeverChangesAGreedyOutput) {
+  const auto texts = speculation_prompts();
+  std::vector<std::vector<TokenId>> want;
+  for (const auto& t : texts) want.push_back(run_alone(config(), greedy(t, 24)));
+  for (auto method : {SpeculativeConfig::Method::kNgram, SpeculativeConfig::Method::kDraft}) {
+    EngineConfig c = config();
+    c.speculative.method = method;
+    c.speculative.draft_model_path = folio::testing::model_path(folio::testing::kSmolLM2);
+    ASSERT_TRUE(c.speculative.adaptive);  // the default
+    Engine engine(session_, c);
+    for (std::size_t i = 0; i < texts.size(); ++i)
+      EXPECT_EQ(collect(*engine.submit(greedy(texts[i], 24))).tokens.at(0), want[i]) << "alone, prompt " << i;
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (const auto& t : texts) streams.push_back(engine.submit(greedy(t, 24)));
+    for (std::size_t i = 0; i < texts.size(); ++i)
+      EXPECT_EQ(collect(*streams[i]).tokens.at(0), want[i]) << "batched, prompt " << i;
+    // Its first steps try every choice, so proposals were made and verified.
+    EXPECT_GT(engine.stats().spec_proposed_tokens, 0);
+    expect_pool_free(engine);
+  }
+}
+
 TEST_F(EngineTest, SpeculationOnAQuantizedKvNeverChangesAGreedyOutput) {
   // Rejected drafts leave q8_0 rows behind that later tokens overwrite.
   const auto texts = speculation_prompts();
@@ -595,6 +620,7 @@ TEST_F(EngineTest, SpeculationOnAQuantizedKvNeverChangesAGreedyOutput) {
   for (const auto& t : texts) want.push_back(run_alone(plain, greedy(t, 24)));
   EngineConfig c = plain;
   c.speculative.method = SpeculativeConfig::Method::kNgram;
+  c.speculative.adaptive = false;  // every step proposes: the mechanism under test
   c.speculative.num_tokens = 4;
   Engine engine(session_, c);
   std::vector<std::shared_ptr<RequestStream>> streams;
@@ -613,6 +639,7 @@ TEST_F(EngineTest, DraftModelSpeculationNeverChangesAGreedyOutput) {
   for (int k : {1, 3, 8}) {
     EngineConfig c = config();
     c.speculative.method = SpeculativeConfig::Method::kDraft;
+    c.speculative.adaptive = false;  // every step proposes: the mechanism under test
     c.speculative.num_tokens = k;
     // The model as its own draft: every mechanism runs (catch-up, batched
     // proposals, rollback of the draft's cache) and proposals are mostly right.
@@ -638,6 +665,7 @@ TEST_F(EngineTest, DraftModelKeepsTheEnginesKvCacheType) {
   plain.kv_dtype = q8;
   EngineConfig c = plain;
   c.speculative.method = SpeculativeConfig::Method::kDraft;
+  c.speculative.adaptive = false;  // every step proposes: the mechanism under test
   c.speculative.num_tokens = 4;
   c.speculative.draft_model_path = folio::testing::model_path(folio::testing::kSmolLM2);
   Engine engine(session_, c);
@@ -650,6 +678,7 @@ TEST_F(EngineTest, DraftModelWithAnotherVocabularyIsRefused) {
   FOLIO_REQUIRE_MODEL(qwen, folio::testing::kQwen05B);
   EngineConfig c = config();
   c.speculative.method = SpeculativeConfig::Method::kDraft;
+  c.speculative.adaptive = false;  // every step proposes: the mechanism under test
   c.speculative.draft_model_path = qwen;
   try {
     Engine engine(session_, c);

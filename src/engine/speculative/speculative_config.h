@@ -10,7 +10,10 @@ namespace folio {
 struct SpeculativeConfig {
   enum class Method { kNone, kNgram, kDraft };
   Method method = Method::kNone;
-  int num_tokens = 4;              // proposals per step (k)
+  int num_tokens = 4;              // proposals per step (k), at most
+  // Choose each step's number of proposals (num_tokens at most, none
+  // included) from measured step costs and acceptance; false: always num_tokens.
+  bool adaptive = true;
   int ngram_min = 2;               // n-gram lookup: shortest and longest n tried (a one-token
                                    // match proposes too often in vain: bench/RESULTS.md)
   int ngram_max = 4;

@@ -1,0 +1,180 @@
+#include "engine/speculative/speculation_controller.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+
+namespace folio {
+namespace {
+
+// A sequence's own counts weigh against the pooled ones as if it had this
+// many verifications behind it: a new sequence starts from the pool's rate.
+constexpr double kPriorWeight = 4.0;
+// Counts are halved past this many events, so rates follow recent text.
+constexpr double kWindow = 256.0;
+// A cost is a running mean of its first samples, then an average that
+// forgets: the last kCostMemory samples count most.
+constexpr int kCostMemory = 8;
+// Exploration: a neighbouring choice is retried after this many steps of a
+// bucket, twice as long after each retry that changed nothing.
+constexpr std::int64_t kFirstExploreGap = 16;
+constexpr std::int64_t kLastExploreGap = 512;
+
+double ratio(double hits, double trials, double prior, double weight) {
+  return (hits + prior * weight) / (trials + weight);
+}
+
+}  // namespace
+
+SpeculationController::SpeculationController(int max_tokens, bool adaptive)
+    : max_tokens_(max_tokens), adaptive_(adaptive) {
+  for (int k = 0; k < max_tokens_; k = k == 0 ? 1 : 2 * k) ladder_.push_back(k);
+  ladder_.push_back(max_tokens_);
+  for (auto& c : costs_) c.assign(ladder_.size(), Cost{});
+  explore_gap_.fill(kFirstExploreGap);
+  next_explore_.fill(kFirstExploreGap);
+}
+
+int SpeculationController::bucket_of(int num_decoding) {
+  const auto n = static_cast<unsigned>(std::max(1, num_decoding));
+  return std::min(kNumBuckets - 1, static_cast<int>(std::bit_width(n - 1)));
+}
+
+int SpeculationController::choose(std::span<const SequenceId> candidates, int num_decoding) {
+  bucket_ = bucket_of(num_decoding);
+  choice_ = 0;
+  if (!adaptive_) {
+    choice_ = ladder_.size() - 1;
+    return max_tokens_;
+  }
+  if (candidates.empty()) return 0;
+  const int b = bucket_;
+  const std::vector<Cost>& costs = costs_[static_cast<std::size_t>(b)];
+  const std::int64_t step = ++num_steps_[static_cast<std::size_t>(b)];
+  trial_ = false;
+  if (exploring_ && last_bucket_ == b) {
+    // The second step of a trial: the one whose cost is kept.
+    exploring_ = false;
+    trial_ = true;
+    choice_ = last_choice_;
+    return ladder_[choice_];
+  }
+  exploring_ = false;
+  for (std::size_t i = 0; i < ladder_.size(); ++i)
+    if (costs[i].num_samples == 0) {
+      exploring_ = true;
+      choice_ = i;
+      return ladder_[i];
+    }
+  std::size_t best = 0;
+  double best_rate = -1.0;
+  for (std::size_t i = 0; i < ladder_.size(); ++i) {
+    const double r = rate(candidates, num_decoding, i);
+    if (r > best_rate) best_rate = r, best = i;
+  }
+  const auto bi = static_cast<std::size_t>(b);
+  if (best != best_[bi]) {
+    // The best choice moved: look around it soon again.
+    best_[bi] = best;
+    explore_gap_[bi] = kFirstExploreGap;
+    next_explore_[bi] = step + kFirstExploreGap;
+  }
+  choice_ = best;
+  if (step >= next_explore_[bi]) {
+    // Retry a neighbour, below and above in turn: costs drift (contexts
+    // grow, other work shares the machine) and so does acceptance.
+    upward_[bi] = !upward_[bi];
+    std::size_t n = best;
+    if (upward_[bi] && best + 1 < ladder_.size()) n = best + 1;
+    if (!upward_[bi] && best > 0) n = best - 1;
+    if (n == best) n = best + 1 < ladder_.size() ? best + 1 : best - 1;
+    if (n != best && n < ladder_.size()) {
+      choice_ = n;
+      exploring_ = true;
+    }
+    explore_gap_[bi] = std::min(kLastExploreGap, 2 * explore_gap_[bi]);
+    next_explore_[bi] = step + explore_gap_[bi];
+  }
+  return ladder_[choice_];
+}
+
+void SpeculationController::step_done(double seconds, bool decode_only) {
+  if (bucket_ < 0) return;
+  if (decode_only && adaptive_ && bucket_ == last_bucket_ && choice_ == last_choice_) {
+    Cost& c = costs_[static_cast<std::size_t>(bucket_)][choice_];
+    // A retried choice was last measured long ago: start again from now.
+    if (trial_) c.num_samples = 0;
+    c.num_samples = std::min(c.num_samples + 1, kCostMemory);
+    c.seconds += (seconds - c.seconds) / c.num_samples;
+  }
+  // A step that fed a prompt teaches nothing and breaks the run of equal
+  // choices: the next step's cost would carry this one's switch.
+  last_bucket_ = decode_only ? bucket_ : -1;
+  last_choice_ = choice_;
+  bucket_ = -1;
+}
+
+void SpeculationController::decay(Acceptance& a) {
+  if (a.accepted + a.rejected > kWindow) {
+    a.accepted /= 2;
+    a.rejected /= 2;
+  }
+  if (a.asked > kWindow) {
+    a.asked /= 2;
+    a.given /= 2;
+  }
+}
+
+void SpeculationController::proposed(SequenceId id, int num_proposed) {
+  for (Acceptance* a : {&sequences_[id], &all_}) {
+    a->asked += 1;
+    a->given += num_proposed > 0 ? 1 : 0;
+    decay(*a);
+  }
+}
+
+void SpeculationController::verified(SequenceId id, int num_proposed, int num_accepted) {
+  if (num_proposed <= 0) return;
+  for (Acceptance* a : {&sequences_[id], &all_}) {
+    a->accepted += num_accepted;
+    a->rejected += num_accepted < num_proposed ? 1 : 0;
+    decay(*a);
+  }
+}
+
+void SpeculationController::release(SequenceId id) { sequences_.erase(id); }
+
+double SpeculationController::expected_tokens(SequenceId id, int k) const {
+  // Each proposal is kept with probability alpha given the ones before it
+  // were (the geometric model; its rate is kept / (kept + rejections)), and
+  // a step proposes at all with probability p.
+  const double pooled_alpha = ratio(all_.accepted, all_.accepted + all_.rejected, 0.5, 2.0);
+  const double pooled_p = ratio(all_.given, all_.asked, 0.5, 2.0);
+  Acceptance own;
+  if (auto it = sequences_.find(id); it != sequences_.end()) own = it->second;
+  const double alpha = ratio(own.accepted, own.accepted + own.rejected, pooled_alpha, kPriorWeight);
+  const double p = ratio(own.given, own.asked, pooled_p, kPriorWeight);
+  double gain = 0.0, term = 1.0;
+  for (int j = 0; j < k; ++j) {
+    term *= alpha;
+    gain += term;
+  }
+  return 1.0 + p * gain;
+}
+
+double SpeculationController::step_seconds(int num_decoding, int k) const {
+  const auto& costs = costs_[static_cast<std::size_t>(bucket_of(num_decoding))];
+  for (std::size_t i = 0; i < ladder_.size(); ++i)
+    if (ladder_[i] == k && costs[i].num_samples > 0) return costs[i].seconds;
+  return -1.0;
+}
+
+double SpeculationController::rate(std::span<const SequenceId> candidates, int num_decoding, std::size_t choice) const {
+  const Cost& c = costs_[static_cast<std::size_t>(bucket_of(num_decoding))][choice];
+  // Sequences that may not speculate emit one token whatever is chosen.
+  double tokens = static_cast<double>(num_decoding - static_cast<int>(candidates.size()));
+  for (SequenceId id : candidates) tokens += expected_tokens(id, ladder_[choice]);
+  return tokens / std::max(c.seconds, 1e-9);
+}
+
+}  // namespace folio

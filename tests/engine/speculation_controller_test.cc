@@ -1,0 +1,169 @@
+// SpeculationController against simulated machines: step costs as a function
+// of the proposals, acceptance drawn from a fixed rate. What it must do: find
+// the fastest choice, none included, spend few steps looking elsewhere, and
+// follow a machine whose costs change.
+#include "engine/speculative/speculation_controller.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <map>
+#include <random>
+#include <vector>
+
+namespace folio {
+namespace {
+
+struct Simulation {
+  SpeculationController& controller;
+  double alpha;                                  // each proposal is accepted with this chance
+  std::function<double(int batch, int k)> cost;  // seconds of a decode step
+  std::mt19937 rng{7};
+
+  // Runs `steps` decode steps of `batch` speculating sequences; returns how
+  // often each k was chosen, and adds the tokens emitted and time spent.
+  std::map<int, int> run(int steps, int batch, double* tokens = nullptr, double* seconds = nullptr) {
+    std::vector<SequenceId> ids;
+    for (int i = 0; i < batch; ++i) ids.push_back(static_cast<SequenceId>(i + 1));
+    std::bernoulli_distribution keep(alpha);
+    std::map<int, int> chosen;
+    for (int s = 0; s < steps; ++s) {
+      const int k = controller.choose(ids, batch);
+      ++chosen[k];
+      for (SequenceId id : ids) {
+        if (k == 0) {
+          if (tokens) *tokens += 1;
+          continue;
+        }
+        controller.proposed(id, k);
+        int accepted = 0;
+        while (accepted < k && keep(rng)) ++accepted;
+        controller.verified(id, k, accepted);
+        if (tokens) *tokens += accepted + 1;
+      }
+      const double t = cost(batch, k);
+      if (seconds) *seconds += t;
+      controller.step_done(t, /*decode_only=*/true);
+    }
+    return chosen;
+  }
+};
+
+TEST(SpeculationController, TheFixedPolicyAlwaysProposesTheMost) {
+  SpeculationController c(4, /*adaptive=*/false);
+  const std::vector<SequenceId> ids{1, 2};
+  for (int i = 0; i < 50; ++i) {
+    EXPECT_EQ(c.choose(ids, 2), 4);
+    c.step_done(1.0, true);
+  }
+}
+
+TEST(SpeculationController, NothingIsProposedWithoutCandidates) {
+  SpeculationController c(4, true);
+  EXPECT_EQ(c.choose({}, 3), 0);
+}
+
+TEST(SpeculationController, ExpensiveProposalsAreTurnedOff) {
+  // A draft step costs as much as a target step and verification doubles
+  // it: even at 90 % acceptance speculation loses, so it must stop.
+  SpeculationController c(4, true);
+  Simulation sim{c, 0.9, [](int, int k) { return 1.0 + 1.0 * k + (k > 0 ? 1.0 : 0.0); }};
+  sim.run(100, 1);  // warm-up: every choice is tried
+  double tokens = 0, seconds = 0;
+  const auto chosen = sim.run(2000, 1, &tokens, &seconds);
+  EXPECT_GE(chosen.at(0), 1900) << "k=0 chosen " << chosen.at(0) << " of 2000";
+  // The steps spent elsewhere cost little: within 3 % of never speculating.
+  EXPECT_GE(tokens / seconds, 0.97 * 1.0);
+}
+
+TEST(SpeculationController, CheapAcceptedProposalsRunAtTheMost) {
+  // n-gram proposals cost nothing to make and verification little more.
+  SpeculationController c(4, true);
+  Simulation sim{c, 0.8, [](int, int k) { return 1.0 + 0.05 * k; }};
+  sim.run(100, 1);
+  double tokens = 0, seconds = 0;
+  const auto chosen = sim.run(2000, 1, &tokens, &seconds);
+  EXPECT_GE(chosen.at(4), 1900);
+  // Four proposals at 0.8 earn 1 + .8 + .64 + .51 + .41 = 3.36 tokens for 1.2 s.
+  EXPECT_GT(tokens / seconds, 0.95 * 3.36 / 1.2);
+}
+
+TEST(SpeculationController, AMiddleChoiceWinsWhereItIsBest) {
+  // Rate(k) = E(k) / (1 + 0.3 k) at alpha 0.7: 1.0, 1.31, 1.37, 1.26 (k = 0, 1, 2, 4).
+  SpeculationController c(4, true);
+  Simulation sim{c, 0.7, [](int, int k) { return 1.0 + 0.3 * k; }};
+  sim.run(200, 1);
+  const auto chosen = sim.run(2000, 1);
+  EXPECT_GE(chosen.at(2), 1500);
+}
+
+TEST(SpeculationController, EachBatchSizeHasItsOwnChoice) {
+  // Alone, a step is memory-bound and proposals ride along; at 32 sequences
+  // it is compute-bound and every proposal costs as much as a token.
+  SpeculationController c(4, true);
+  auto cost = [](int batch, int k) { return batch == 1 ? 1.0 + 0.05 * k : 0.1 * batch * (1 + k); };
+  Simulation sim{c, 0.6, cost};
+  sim.run(100, 1);
+  sim.run(100, 32);
+  EXPECT_GE(sim.run(500, 1).at(4), 450);
+  EXPECT_GE(sim.run(500, 32).at(0), 450);
+}
+
+TEST(SpeculationController, AChangeOfCostIsFollowed) {
+  SpeculationController c(4, true);
+  bool cheap = false;
+  Simulation sim{c, 0.85, [&](int, int k) { return cheap ? 1.0 + 0.05 * k : 1.0 + 1.5 * k; }};
+  sim.run(1000, 1);
+  EXPECT_GE(sim.run(500, 1).at(0), 450);
+  cheap = true;  // e.g. another tenant left the machine
+  sim.run(3000, 1);
+  EXPECT_GE(sim.run(500, 1)[4], 400);
+}
+
+TEST(SpeculationController, ExpectedTokensFollowEachSequencesAcceptance) {
+  SpeculationController c(4, true);
+  for (int i = 0; i < 20; ++i) {
+    c.proposed(1, 4);
+    c.verified(1, 4, 4);  // always right
+    c.proposed(2, 4);
+    c.verified(2, 4, 0);  // always wrong
+  }
+  EXPECT_GT(c.expected_tokens(1, 4), 4.0);
+  EXPECT_LT(c.expected_tokens(2, 4), 1.3);
+  EXPECT_DOUBLE_EQ(c.expected_tokens(1, 0), 1.0);
+  // A new sequence starts from the pooled rate, between the two.
+  const double fresh = c.expected_tokens(3, 4);
+  EXPECT_GT(fresh, c.expected_tokens(2, 4));
+  EXPECT_LT(fresh, c.expected_tokens(1, 4));
+  // An n-gram lookup that finds nothing most of the time earns less.
+  for (int i = 0; i < 20; ++i) c.proposed(4, i % 4 == 0 ? 4 : 0);
+  EXPECT_LT(c.expected_tokens(4, 4), fresh);
+  c.release(1);  // forgotten: a new sequence again
+  EXPECT_DOUBLE_EQ(c.expected_tokens(1, 4), c.expected_tokens(3, 4));
+}
+
+TEST(SpeculationController, OnlyRepeatedDecodeStepsAreMeasured) {
+  SpeculationController c(2, true);
+  const std::vector<SequenceId> ids{1};
+  // The first steps try 0, 1 and 2 proposals, two steps each; the first of
+  // each pair follows a switch and is not kept.
+  std::vector<int> ks;
+  for (int i = 0; i < 6; ++i) {
+    ks.push_back(c.choose(ids, 1));
+    c.step_done(i % 2 == 0 ? 100.0 : 1.0 + ks.back(), true);
+  }
+  EXPECT_EQ(ks, (std::vector<int>{0, 0, 1, 1, 2, 2}));
+  EXPECT_DOUBLE_EQ(c.step_seconds(1, 0), 1.0);
+  EXPECT_DOUBLE_EQ(c.step_seconds(1, 1), 2.0);
+  EXPECT_DOUBLE_EQ(c.step_seconds(1, 2), 3.0);
+  EXPECT_LT(c.step_seconds(8, 0), 0.0);  // another bucket: not measured
+  // A step that fed a prompt is not kept, nor the one after it.
+  const int k = c.choose(ids, 1);
+  c.step_done(50.0, /*decode_only=*/false);
+  EXPECT_EQ(c.choose(ids, 1), k);
+  c.step_done(60.0, true);
+  EXPECT_DOUBLE_EQ(c.step_seconds(1, k), 1.0 + k);
+}
+
+}  // namespace
+}  // namespace folio
