@@ -224,6 +224,7 @@ def make(name: str, seed: int) -> None:
     out.mkdir(parents=True)
     save_file({k: v.contiguous() for k, v in saved.items()}, out / "model.safetensors", metadata={"format": "pt"})
     config = model.config.to_dict()
+    config["architectures"] = [type(model).__name__]
     config["dtype"] = "bfloat16"
     config["quantization_config"] = quantization_config(name)
     (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
