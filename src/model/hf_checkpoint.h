@@ -21,18 +21,18 @@ namespace folio {
 class Weights;
 struct ArchEntry;
 
-class HfCheckpoint {
+class HfCheckpoint : public HfTensorSource {
  public:
   // Opens `dir`; throws Error naming the file at fault.
   static std::shared_ptr<const HfCheckpoint> open(const std::string& dir);
 
-  const std::string& dir() const { return dir_; }
+  const std::string& dir() const override { return dir_; }
   const HfConfig& config() const { return config_; }
   // config.json's quantization_config (kNone when absent), read at open.
-  const HfQuantization& quantization() const { return quantization_; }
+  const HfQuantization& quantization() const override { return quantization_; }
   const std::vector<std::shared_ptr<const SafetensorsFile>>& shards() const { return shards_; }
   // A tensor by its HF name, in whichever shard holds it.
-  const SafetensorsTensor* find_tensor(std::string_view name) const;
+  const SafetensorsTensor* find_tensor(std::string_view name) const override;
   // Every tensor with the shard it lies in, shards in order.
   std::vector<const SafetensorsTensor*> tensors() const;
   std::uint64_t total_bytes() const;

@@ -8,10 +8,8 @@
 #include <vector>
 
 #include "core/error.h"
-#include "model/hf_checkpoint.h"
 #include "tensor/fp8.h"
 #include "tensor/half.h"
-#include "tensor/quantize.h"
 
 namespace folio {
 
@@ -106,7 +104,7 @@ void read_compressed_tensors(const HfConfig& config, const Json& qc, HfQuantizat
 }
 
 // A float tensor of the checkpoint, as f32 numbers, checked to be of `count` elements.
-std::vector<float> read_floats(const HfCheckpoint& c, const SafetensorsTensor& t, std::int64_t count,
+std::vector<float> read_floats(const HfTensorSource& c, const SafetensorsTensor& t, std::int64_t count,
                                std::string_view role, const std::string& weight) {
   if (!is_float(t.dtype) || t.stored == SafetensorsDtype::F8_E4M3 || t.stored == SafetensorsDtype::U8)
     fail("{}: {} ({} of {}) has dtype {}; it must be F32, F16 or BF16", c.dir(), t.name, role, weight,
@@ -115,11 +113,20 @@ std::vector<float> read_floats(const HfCheckpoint& c, const SafetensorsTensor& t
     fail("{}: {} ({} of {}) has shape {}, {} numbers; {} are needed", c.dir(), t.name, role, weight, shape_of(t),
          t.num_elements, count);
   std::vector<float> out(static_cast<std::size_t>(count));
-  dequantize_row(t.dtype, t.data, out.data(), count);
+  for (std::int64_t i = 0; i < count; ++i) {
+    const auto k = static_cast<std::size_t>(i);
+    if (t.stored == SafetensorsDtype::F32) {
+      std::memcpy(&out[k], t.data + 4 * k, 4);
+    } else {
+      std::uint16_t h;
+      std::memcpy(&h, t.data + 2 * k, 2);
+      out[k] = t.stored == SafetensorsDtype::F16 ? f16_to_f32(h) : bf16_to_f32(h);
+    }
+  }
   return out;
 }
 
-const SafetensorsTensor& need_tensor(const HfCheckpoint& c, const std::string& name, std::string_view role,
+const SafetensorsTensor& need_tensor(const HfTensorSource& c, const std::string& name, std::string_view role,
                                      const std::string& weight) {
   const SafetensorsTensor* t = c.find_tensor(name);
   if (t == nullptr)
@@ -149,13 +156,13 @@ ScaleGrid scale_grid(const HfQuantization& q, std::int64_t rows, std::int64_t co
   return {rows, cols, 1, 1};
 }
 
-void check_weight_2d(const HfCheckpoint& c, const SafetensorsTensor& t) {
+void check_weight_2d(const HfTensorSource& c, const SafetensorsTensor& t) {
   if (t.num_dims != 2 || t.shape[0] <= 0 || t.shape[1] <= 0)
     fail("{}: quantized weight {} has shape {}; folio reads quantized [out, in] matrices only", c.dir(), t.name,
          shape_of(t));
 }
 
-const SafetensorsTensor& fp8_scale(const HfCheckpoint& c, const HfQuantization& q, const SafetensorsTensor& t) {
+const SafetensorsTensor& fp8_scale(const HfTensorSource& c, const HfQuantization& q, const SafetensorsTensor& t) {
   const SafetensorsTensor& s = need_tensor(c, fp8_scale_name(q, t), "scale", t.name);
   if (s.stored != SafetensorsDtype::F32 && s.stored != SafetensorsDtype::F16 && s.stored != SafetensorsDtype::BF16)
     fail("{}: {} (scale of {}) has dtype {}; it must be F32, F16 or BF16", c.dir(), s.name, t.name, name(s.stored));
@@ -171,7 +178,7 @@ const SafetensorsTensor& fp8_scale(const HfCheckpoint& c, const HfQuantization& 
   return s;
 }
 
-WidenedWeight widen_fp8(const HfCheckpoint& c, const HfQuantization& q, const SafetensorsTensor& t) {
+WidenedWeight widen_fp8(const HfTensorSource& c, const HfQuantization& q, const SafetensorsTensor& t) {
   check_weight_2d(c, t);
   const std::int64_t rows = t.shape[0], cols = t.shape[1];
   const SafetensorsTensor& s = fp8_scale(c, q, t);
@@ -204,7 +211,7 @@ struct BnbState {
   float nested_offset = 0;
 };
 
-const SafetensorsTensor* bnb_state_tensor(const HfCheckpoint& c, const std::string& weight) {
+const SafetensorsTensor* bnb_state_tensor(const HfTensorSource& c, const std::string& weight) {
   for (std::string_view type : {"nf4", "fp4"})
     if (const auto* t = c.find_tensor(fmt::format("{}{}{}", weight, kQuantStatePrefix, type))) return t;
   return nullptr;
@@ -225,7 +232,7 @@ std::int64_t json_count(const Json& j, const char* key, const std::string& where
   return it->get<std::int64_t>();
 }
 
-BnbState read_bnb_state(const HfCheckpoint& c, const SafetensorsTensor& weight) {
+BnbState read_bnb_state(const HfTensorSource& c, const SafetensorsTensor& weight) {
   const SafetensorsTensor* st = bnb_state_tensor(c, weight.name);
   if (st == nullptr)
     fail("{}: 4-bit weight {} has no quant state {}{}nf4; the checkpoint is incomplete", c.dir(), weight.name,
@@ -269,7 +276,7 @@ BnbState read_bnb_state(const HfCheckpoint& c, const SafetensorsTensor& weight) 
 
 // The per-block absmax of a 4-bit weight, widened (double quantization: each
 // 8-bit code through the nested code and its block's nested absmax, plus the offset).
-std::vector<float> bnb_absmax(const HfCheckpoint& c, const SafetensorsTensor& weight, const BnbState& s) {
+std::vector<float> bnb_absmax(const HfTensorSource& c, const SafetensorsTensor& weight, const BnbState& s) {
   const std::int64_t num_blocks = ceil_div(s.rows * s.cols, s.blocksize);
   const SafetensorsTensor& absmax = need_tensor(c, weight.name + ".absmax", "absmax", weight.name);
   if (!s.nested) return read_floats(c, absmax, num_blocks, "absmax", weight.name);
@@ -291,7 +298,7 @@ std::vector<float> bnb_absmax(const HfCheckpoint& c, const SafetensorsTensor& we
   return out;
 }
 
-WidenedWeight widen_bnb(const HfCheckpoint& c, const SafetensorsTensor& t) {
+WidenedWeight widen_bnb(const HfTensorSource& c, const SafetensorsTensor& t) {
   const BnbState s = read_bnb_state(c, t);
   const std::int64_t n = s.rows * s.cols;
   if (t.num_elements != ceil_div(n, 2))
@@ -407,7 +414,7 @@ bool is_quantized_weight(const HfQuantization& q, const SafetensorsTensor& t) {
 namespace {
 
 // An F8_E4M3 tensor needs an FP8 config, and must be a weight.
-void check_fp8_config(const HfCheckpoint& c, const SafetensorsTensor& t) {
+void check_fp8_config(const HfTensorSource& c, const SafetensorsTensor& t) {
   const HfQuantization& q = c.quantization();
   if (q.method != HfQuantMethod::kFp8)
     fail("{}: tensor {} is F8_E4M3 but config.json has no FP8 quantization_config ({}); without one its scales "
@@ -418,7 +425,7 @@ void check_fp8_config(const HfCheckpoint& c, const SafetensorsTensor& t) {
 
 }  // namespace
 
-WidenedWeight widen_weight(const HfCheckpoint& c, const SafetensorsTensor& t) {
+WidenedWeight widen_weight(const HfTensorSource& c, const SafetensorsTensor& t) {
   const HfQuantization& q = c.quantization();
   if (t.stored == SafetensorsDtype::F8_E4M3) {
     check_fp8_config(c, t);
@@ -429,7 +436,7 @@ WidenedWeight widen_weight(const HfCheckpoint& c, const SafetensorsTensor& t) {
        name(t.stored));
 }
 
-QuantizedWeightSize quantized_weight_size(const HfCheckpoint& c, const SafetensorsTensor& t) {
+QuantizedWeightSize quantized_weight_size(const HfTensorSource& c, const SafetensorsTensor& t) {
   const HfQuantization& q = c.quantization();
   QuantizedWeightSize out;
   out.bytes = t.size_bytes;

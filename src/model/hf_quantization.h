@@ -16,8 +16,6 @@
 
 namespace folio {
 
-class HfCheckpoint;
-
 enum class HfQuantMethod { kNone, kFp8, kBitsandbytes4bit };
 // How an FP8 weight's scales tile it.
 enum class Fp8Scales { kPerTensor, kPerChannel, kBlock };
@@ -40,6 +38,17 @@ struct HfQuantization {
   std::string describe() const;
 };
 
+// What widening reads: the checkpoint's name (for errors), its
+// quantization_config and its tensors by name. HfCheckpoint is one; the
+// fuzz target builds one from bytes.
+class HfTensorSource {
+ public:
+  virtual ~HfTensorSource() = default;
+  virtual const std::string& dir() const = 0;
+  virtual const HfQuantization& quantization() const = 0;
+  virtual const SafetensorsTensor* find_tensor(std::string_view name) const = 0;
+};
+
 // Whether `hf_name` is a scale or quant-state tensor that belongs to a
 // quantized weight (read with it, never mapped on its own).
 bool is_quantization_tensor(const HfQuantization& q, std::string_view hf_name);
@@ -56,7 +65,7 @@ struct WidenedWeight {
 bool is_quantized_weight(const HfQuantization& q, const SafetensorsTensor& t);
 // Widens `t`; throws Error naming the tensor when its scales or quant state
 // are missing, of the wrong type or shape, or unreadable.
-WidenedWeight widen_weight(const HfCheckpoint& c, const SafetensorsTensor& t);
+WidenedWeight widen_weight(const HfTensorSource& c, const SafetensorsTensor& t);
 
 // What a quantized weight costs as stored: its format, its numbers (the
 // logical [out, in], not the packed bytes) and its bytes with every scale
@@ -66,7 +75,7 @@ struct QuantizedWeightSize {
   std::int64_t num_elements = 0;
   std::uint64_t bytes = 0;
 };
-QuantizedWeightSize quantized_weight_size(const HfCheckpoint& c, const SafetensorsTensor& t);
+QuantizedWeightSize quantized_weight_size(const HfTensorSource& c, const SafetensorsTensor& t);
 
 // The 16 values of bitsandbytes' NF4 code (QLoRA's 4-bit NormalFloat), in code order.
 extern const float kNf4Code[16];
