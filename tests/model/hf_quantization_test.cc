@@ -249,6 +249,25 @@ TEST_F(DamagedCheckpoint, PerChannelScalesMustCoverEveryRow) {
   EXPECT_THAT(error_of(kQwen3), HasSubstr("with fp8 per channel needs [64, 1]"));
 }
 
+// fbgemm_fp8 stores the same per-row weight_scale as compressed-tensors'
+// channel strategy; a compressed-tensors block strategy reads its block_structure.
+TEST_F(DamagedCheckpoint, OtherFp8ConfigsOfTheSameScalesAreRead) {
+  copy_of("qwen3_fp8_channel");
+  config_["quantization_config"] = {{"quant_method", "fbgemm_fp8"}, {"activation_scale_ub", 1200.0}};
+  EXPECT_EQ(error_of(kQwen3), "accepted");
+  copy_of("qwen3_fp8_block");
+  for (Entry& e : entries_)
+    if (e.name.ends_with(".weight_scale_inv")) e.name.replace(e.name.size() - 4, 4, "");  // -> weight_scale
+  config_["quantization_config"] = nlohmann::json::parse(R"({"quant_method": "compressed-tensors",
+      "format": "float-quantized", "config_groups": {"group_0": {"targets": ["Linear"],
+      "weights": {"num_bits": 8, "type": "float", "strategy": "block", "block_structure": [128, 128]}}}})");
+  EXPECT_EQ(error_of(kQwen3), "accepted");
+  config_["quantization_config"]["config_groups"]["group_0"]["weights"]["strategy"] = "group";
+  EXPECT_THAT(error_of(kQwen3), HasSubstr("weight strategy \"group\" is not read"));
+  config_["quantization_config"]["format"] = "pack-quantized";
+  EXPECT_THAT(error_of(kQwen3), HasSubstr("has format \"pack-quantized\"; folio reads float-quantized"));
+}
+
 TEST_F(DamagedCheckpoint, UnknownQuantMethodIsRefused) {
   copy_of("qwen3_fp8_block");
   config_["quantization_config"]["quant_method"] = "gptq";
