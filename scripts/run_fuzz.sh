@@ -3,7 +3,9 @@
 # UBSan) in its own build directory, seeds it with the hostile corpus and valid
 # files, and runs it for FOLIO_FUZZ_SECONDS (default 60); then the HTTP request
 # parser (tests/fuzz/request_parser_fuzz) for FOLIO_FUZZ_HTTP_SECONDS (default
-# 30). Fails on any crash.
+# 30); then the safetensors reader and the widening of quantized (FP8, NF4)
+# weights (safetensors_fuzz, hf_quantization_fuzz) for FOLIO_FUZZ_ST_SECONDS
+# (default 30) each. Fails on any crash.
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -11,6 +13,7 @@ root="$(dirname "$here")"
 build_dir="${FOLIO_FUZZ_BUILD_DIR:-$root/build-fuzz}"
 seconds="${FOLIO_FUZZ_SECONDS:-60}"
 http_seconds="${FOLIO_FUZZ_HTTP_SECONDS:-30}"
+st_seconds="${FOLIO_FUZZ_ST_SECONDS:-30}"
 
 # The fuzz targets need none of xgrammar, but configuring the project finds
 # it: the one setup.sh built into the main build tree.
@@ -18,7 +21,7 @@ xgrammar_dir="${FOLIO_BUILD_DIR:-$root/build}/deps/xgrammar"
 CC=clang CXX=clang++ cmake -S "$root" -B "$build_dir" -G Ninja \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFOLIO_FUZZ=ON -DFOLIO_BUILD_TESTS=OFF -DFOLIO_WERROR=ON \
   -DFOLIO_XGRAMMAR_DIR="$xgrammar_dir" >/dev/null
-cmake --build "$build_dir" --target gguf_fuzz request_parser_fuzz
+cmake --build "$build_dir" --target gguf_fuzz request_parser_fuzz safetensors_fuzz hf_quantization_fuzz
 
 # The working corpus persists between runs so coverage accumulates; seeds are
 # rewritten every time from the sources.
@@ -89,3 +92,81 @@ echo "run_fuzz: fuzzing the HTTP request parser for ${http_seconds}s (crashes ar
   -max_total_time="$http_seconds" -max_len=8192 -timeout=10 -rss_limit_mb=2048 \
   -dict="$http/http.dict" -artifact_prefix="$http/artifacts/" -print_final_stats=1 \
   "$http/corpus" "$http/seeds"
+
+# The safetensors reader and the quantized-weight widening, seeded with small
+# valid files: an FP8 weight of [130, 130] (partial 128x128 blocks) with its
+# block, tensor or channel scales, and an NF4 weight of [4, 96] with its
+# absmax, code and quant state, with and without double quantization.
+# hf_quantization_fuzz reads its first byte as the quantization_config.
+st="$build_dir/fuzz/safetensors"
+mkdir -p "$st/corpus" "$st/artifacts" "$st/qcorpus"
+rm -rf "$st/seeds" "$st/qseeds"
+mkdir -p "$st/seeds" "$st/qseeds"
+python3 - "$st/seeds" "$st/qseeds" <<'PY'
+import json, struct, sys
+from pathlib import Path
+
+def safetensors(tensors):
+    header, data = {"__metadata__": {"format": "pt"}}, b""
+    for name, dtype, shape, raw in tensors:
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text + data
+
+f32 = lambda values: struct.pack(f"<{len(values)}f", *values)
+nf4 = [-1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453, -0.28444138169288635,
+       -0.18477343022823334, -0.09105003625154495, 0.0, 0.07958029955625534, 0.16093020141124725,
+       0.24611230194568634, 0.33791524171829224, 0.44070982933044434, 0.5626170039176941,
+       0.7229568362236023, 1.0]
+w = "model.layers.0.mlp.up_proj.weight"
+codes = bytes((i * 37) % 0x7e for i in range(130 * 130))
+fp8 = {0: [(w, "F8_E4M3", [130, 130], codes), (w[:-6] + "weight_scale_inv", "F32", [2, 2], f32([0.5, 1, 2, 0.25]))],
+       1: [(w, "F8_E4M3", [130, 130], codes), (w[:-6] + "weight_scale_inv", "F32", [1], f32([0.01]))],
+       2: [(w, "F8_E4M3", [130, 130], codes), (w[:-6] + "weight_scale", "F32", [130, 1], f32([0.01] * 130))]}
+state = {"quant_type": "nf4", "blocksize": 64, "dtype": "bfloat16", "shape": [4, 96]}
+packed = bytes((i * 29) % 256 for i in range(4 * 96 // 2))
+plain = [(w, "U8", [192, 1], packed), (w + ".absmax", "F32", [6], f32([0.5, 1, 2, 3, 4, 5])),
+         (w + ".quant_map", "F32", [16], f32(nf4))]
+blob = json.dumps(state).encode()
+plain.append((w + ".quant_state.bitsandbytes__nf4", "U8", [len(blob)], blob))
+dq_state = dict(state, nested_blocksize=256, nested_dtype="float32", nested_offset=0.125)
+dq_blob = json.dumps(dq_state).encode()
+nested = [(w, "U8", [192, 1], packed), (w + ".absmax", "U8", [6], bytes([0, 40, 80, 120, 200, 255])),
+          (w + ".quant_map", "F32", [16], f32(nf4)), (w + ".nested_absmax", "F32", [1], f32([0.02])),
+          (w + ".nested_quant_map", "F32", [256], f32([i / 255 for i in range(256)])),
+          (w + ".quant_state.bitsandbytes__nf4", "U8", [len(dq_blob)], dq_blob)]
+seeds, qseeds = Path(sys.argv[1]), Path(sys.argv[2])
+for pick, tensors in fp8.items():
+    (seeds / f"fp8_{pick}.safetensors").write_bytes(safetensors(tensors))
+    (qseeds / f"fp8_{pick}").write_bytes(bytes([pick]) + safetensors(tensors))
+for name, tensors in (("nf4", plain), ("nf4_dq", nested)):
+    (seeds / f"{name}.safetensors").write_bytes(safetensors(tensors))
+    (qseeds / name).write_bytes(bytes([3]) + safetensors(tensors))
+PY
+cat >"$st/st.dict" <<'DICT'
+f8="F8_E4M3"
+u8="U8"
+f32="F32"
+bf16="BF16"
+offsets="data_offsets"
+shape="shape"
+dtype="dtype"
+scale_inv="weight_scale_inv"
+quant_state=".quant_state.bitsandbytes__nf4"
+absmax=".absmax"
+nested="nested_absmax"
+blocksize="blocksize"
+nested_offset="nested_offset"
+DICT
+echo "run_fuzz: fuzzing the safetensors reader for ${st_seconds}s (crashes are saved in $st/artifacts)"
+"$build_dir/fuzz/safetensors_fuzz" \
+  -max_total_time="$st_seconds" -max_len=65536 -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=64 \
+  -dict="$st/st.dict" -artifact_prefix="$st/artifacts/" -print_final_stats=1 \
+  "$st/corpus" "$st/seeds"
+echo "run_fuzz: fuzzing the widening of quantized weights for ${st_seconds}s (crashes are saved in $st/artifacts)"
+"$build_dir/fuzz/hf_quantization_fuzz" \
+  -max_total_time="$st_seconds" -max_len=65536 -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=64 \
+  -dict="$st/st.dict" -artifact_prefix="$st/artifacts/q-" -print_final_stats=1 \
+  "$st/qcorpus" "$st/qseeds"

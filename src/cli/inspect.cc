@@ -133,20 +133,44 @@ void print_hf(const std::string& dir, bool list) {
   fmt::print("  chat template       {}\n", chat.source() == ChatTemplate::kChatMlSource
                                                  ? std::string("absent (ChatML is used)")
                                                  : fmt::format("present ({} bytes)", chat.source().size()));
+  // A quantized weight counts its logical numbers and, in its bytes, every
+  // scale and quant-state tensor that belongs to it.
+  struct TypeTotal {
+    int count = 0;
+    std::uint64_t params = 0, bytes = 0;
+  };
+  const HfQuantization& quant = c->quantization();
   std::uint64_t params = 0, bytes = 0;
-  std::map<std::string, std::pair<int, std::uint64_t>> by_type;
+  std::map<std::string, TypeTotal> by_type;
   const auto tensors = c->tensors();
   for (const SafetensorsTensor* t : tensors) {
-    params += static_cast<std::uint64_t>(t->num_elements);
-    bytes += t->size_bytes;
-    auto& e = by_type[std::string(name(t->dtype))];
-    ++e.first;
-    e.second += t->size_bytes;
+    if (is_quantization_tensor(quant, t->name)) continue;
+    std::string type(name(t->stored));
+    std::uint64_t n = static_cast<std::uint64_t>(t->num_elements), b = t->size_bytes;
+    if (is_quantized_weight(quant, *t)) {
+      const QuantizedWeightSize s = quantized_weight_size(*c, *t);
+      type = s.format;
+      n = static_cast<std::uint64_t>(s.num_elements);
+      b = s.bytes;
+    }
+    params += n;
+    bytes += b;
+    auto& e = by_type[type];
+    ++e.count;
+    e.params += n;
+    e.bytes += b;
   }
-  fmt::print("weights: {} tensors, {} parameters, {}\n", tensors.size(), with_commas(params),
-             human_bytes(static_cast<double>(bytes)));
+  if (quant.method != HfQuantMethod::kNone)
+    fmt::print("quantization: quant_method {} ({}); folio widens these weights to {} at load\n", quant.quant_method,
+               quant.describe(), quant.method == HfQuantMethod::kFp8 ? "bf16" : "the quant state's dtype");
+  const auto bits = [](std::uint64_t b, std::uint64_t n) {
+    return n ? 8.0 * static_cast<double>(b) / static_cast<double>(n) : 0.0;
+  };
+  fmt::print("weights: {} tensors, {} parameters, {} ({:.3f} bits per weight)\n", tensors.size(), with_commas(params),
+             human_bytes(static_cast<double>(bytes)), bits(bytes, params));
   for (const auto& [type, e] : by_type)
-    fmt::print("  {:<6} {:>4} tensors  {:>12}\n", type, e.first, human_bytes(static_cast<double>(e.second)));
+    fmt::print("  {:<20} {:>4} tensors  {:>12}  {:.3f} bits per weight\n", type, e.count,
+               human_bytes(static_cast<double>(e.bytes)), bits(e.bytes, e.params));
   if (!list) return;
   fmt::print("tensors:\n");
   for (const SafetensorsTensor* t : tensors) {
@@ -154,7 +178,7 @@ void print_hf(const std::string& dir, bool list) {
     for (int d = 0; d < t->num_dims; ++d) shape += fmt::format("{}{}", shape.empty() ? "" : " x ", t->shape[d]);
     std::string gguf = gguf_tensor_name(t->name, arch != nullptr && arch->hf_gemma_norms);
     if (const auto expert = hf_expert_tensor(t->name)) gguf = fmt::format("{}[{}]", expert->gguf_name, expert->expert);
-    fmt::print("  {:<48} {:<24} {:<6} {:<14} {:>12}\n", t->name, gguf.empty() ? "-" : gguf, name(t->dtype), shape,
+    fmt::print("  {:<48} {:<24} {:<6} {:<14} {:>12}\n", t->name, gguf.empty() ? "-" : gguf, name(t->stored), shape,
                with_commas(t->size_bytes));
   }
 }

@@ -209,7 +209,8 @@ void add_kv_calc(CLI::App& app) {
   cmd->add_option("--mem", o->mem, "Device memory, with a unit: 80GB, 24GiB (overrides the preset)");
   cmd->add_option("--bw", o->bw, "Memory bandwidth, with a unit: 3.35TB/s (overrides the preset)");
   cmd->add_option("-w,--weights", o->weights,
-                  "Weight format: f16, bf16, fp8, q8_0, q4_k, q4_0, ... (default f16; a file's own size)");
+                  "Weight format: f16, bf16, fp8, fp8_block128, q8_0, q4_k, q4_0, nf4, nf4_dq, ... (default f16; a file's "
+                  "own size)");
   cmd->add_option("--kv-cache-dtype,--kv", o->kv, kKvCacheDTypeHelp)->capture_default_str();
   cmd->add_option("-c,--ctx", o->ctx, "Context length per user, in tokens")->capture_default_str();
   cmd->add_option("-u,--users", o->users, "Number of users (sequences) at once")->capture_default_str();

@@ -107,7 +107,16 @@ std::optional<KvFormats> kv_number_formats(std::string_view names) {
 }
 
 std::optional<NumberFormat> weight_number_format(std::string_view name) {
-  if (loose_name(name) == "fp8") return NumberFormat{"fp8", 1, 1};
+  const std::string loose = loose_name(name);
+  // Hugging Face checkpoints' formats (model/hf_quantization.h), as stored:
+  // fp8 with one scale per tensor (or per row: a few bytes more), fp8 with an
+  // f32 scale per 128x128 block, bitsandbytes nf4 with an f32 absmax per 64
+  // numbers, and nf4 with double quantization (an 8-bit absmax per 64, an f32
+  // per 256 of those: 256 blocks of 64 numbers in 8192 + 256 + 4 bytes).
+  if (loose == "fp8") return NumberFormat{"fp8", 1, 1};
+  if (loose == "fp8block128" || loose == "fp8b128") return NumberFormat{"fp8_block128", 128 * 128, 128 * 128 + 4};
+  if (loose == "nf4") return NumberFormat{"nf4", 64, 32 + 4};
+  if (loose == "nf4dq") return NumberFormat{"nf4_dq", 256 * 64, 256 * 32 + 256 + 4};
   const auto t = parse_dtype(name);
   if (!t) return std::nullopt;
   const DTypeInfo& i = info(*t);
@@ -115,7 +124,8 @@ std::optional<NumberFormat> weight_number_format(std::string_view name) {
 }
 
 std::vector<std::string> weight_number_format_names() {
-  return {"f32", "f16", "bf16", "fp8", "q8_0", "q6_k", "q5_k", "q4_k", "q4_0", "iq4_nl", "iq4_xs", "mxfp4", "nvfp4"};
+  return {"f32",  "f16",    "bf16",   "fp8",    "fp8_block128", "q8_0",  "q6_k", "q5_k",
+          "q4_k", "q4_0", "iq4_nl", "iq4_xs", "mxfp4",        "nvfp4", "nf4",  "nf4_dq"};
 }
 
 ModelShape model_shape(const ModelConfig& c) {

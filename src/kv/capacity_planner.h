@@ -47,8 +47,10 @@ struct KvFormats {
 };
 std::optional<KvFormats> kv_number_formats(std::string_view names);
 
-// Weight formats: the GGUF types (f16, bf16, q8_0, q6_k, q4_k, ...) plus fp8
-// (a byte a number). nullopt for other names.
+// Weight formats: the GGUF types (f16, bf16, q8_0, q6_k, q4_k, ...) plus the
+// Hugging Face checkpoints' fp8 (a byte a number), fp8_block128 (and a scale
+// per 128x128 block), nf4 and nf4_dq (bitsandbytes, double quantization).
+// nullopt for other names.
 std::optional<NumberFormat> weight_number_format(std::string_view name);
 // The common ones, widest first, for menus.
 std::vector<std::string> weight_number_format_names();

@@ -202,6 +202,13 @@ std::shared_ptr<const HfCheckpoint> HfCheckpoint::open(const std::string& dir) {
     }
     c->shards_.push_back(std::move(shard));
   }
+  // Codes without a quantization_config have no meaning: say so before any
+  // tensor is mapped, whichever comes first in the file.
+  if (c->quantization_.method == HfQuantMethod::kNone)
+    for (const SafetensorsTensor* t : c->tensors())
+      if (t->stored == SafetensorsDtype::F8_E4M3 || t->stored == SafetensorsDtype::U8)
+        fail("{}: tensor {} is {} but config.json has no {} quantization_config; without one its scales are unknown",
+             dir, t->name, name(t->stored), t->stored == SafetensorsDtype::F8_E4M3 ? "FP8" : "bitsandbytes");
   return c;
 }
 
@@ -229,8 +236,14 @@ Weights hf_weights(std::shared_ptr<const HfCheckpoint> checkpoint, const ArchEnt
   Weights w(c.dir(), checkpoint);
   const bool tied = c.config().get_bool("tie_word_embeddings", false);
   std::map<std::string, std::map<std::int64_t, const SafetensorsTensor*>> experts;  // stacked name -> experts
+  const HfQuantization& quantization = c.quantization();
   for (const SafetensorsTensor* t : c.tensors()) {
+    if (is_quantization_tensor(quantization, t->name)) continue;  // read with its weight
+    const bool quantized = is_quantized_weight(quantization, *t);
     if (const std::optional<HfExpertTensor> expert = hf_expert_tensor(t->name)) {
+      if (quantized)
+        fail("{}: expert tensor {} is quantized ({}); folio does not yet widen quantized experts", c.dir(), t->name,
+             quantization.describe());
       experts[expert->gguf_name][expert->expert] = t;
       continue;
     }
@@ -241,6 +254,14 @@ Weights hf_weights(std::shared_ptr<const HfCheckpoint> checkpoint, const ArchEnt
            c.dir(), t->name, arch.name);
     }
     if (name == "output.weight" && tied) continue;  // HF reads the embeddings, as folio does without it
+    if (quantized) {
+      WidenedWeight widened = widen_weight(c, *t);
+      w.add_owned(name, widened.view, std::move(widened.storage));
+      continue;
+    }
+    if (t->stored == SafetensorsDtype::F8_E4M3 || t->stored == SafetensorsDtype::U8)
+      fail("{}: tensor {} has dtype {}, which only a quantization_config explains ({})", c.dir(), t->name,
+           folio::name(t->stored), quantization.describe());
     Tensor view;
     view.data = const_cast<std::uint8_t*>(t->data);  // read-only mapping: ops never write weights
     view.dtype = t->dtype;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "model/hf_config.h"
+#include "model/hf_quantization.h"
 #include "model/safetensors_file.h"
 
 namespace folio {
@@ -20,25 +21,29 @@ namespace folio {
 class Weights;
 struct ArchEntry;
 
-class HfCheckpoint {
+class HfCheckpoint : public HfTensorSource {
  public:
   // Opens `dir`; throws Error naming the file at fault.
   static std::shared_ptr<const HfCheckpoint> open(const std::string& dir);
 
-  const std::string& dir() const { return dir_; }
+  const std::string& dir() const override { return dir_; }
   const HfConfig& config() const { return config_; }
+  // config.json's quantization_config (kNone when absent), read at open.
+  const HfQuantization& quantization() const override { return quantization_; }
   const std::vector<std::shared_ptr<const SafetensorsFile>>& shards() const { return shards_; }
   // A tensor by its HF name, in whichever shard holds it.
-  const SafetensorsTensor* find_tensor(std::string_view name) const;
+  const SafetensorsTensor* find_tensor(std::string_view name) const override;
   // Every tensor with the shard it lies in, shards in order.
   std::vector<const SafetensorsTensor*> tensors() const;
   std::uint64_t total_bytes() const;
 
  private:
-  HfCheckpoint(std::string dir, HfConfig config) : dir_(std::move(dir)), config_(std::move(config)) {}
+  HfCheckpoint(std::string dir, HfConfig config)
+      : dir_(std::move(dir)), config_(std::move(config)), quantization_(HfQuantization::from_config(config_)) {}
 
   std::string dir_;
   HfConfig config_;
+  HfQuantization quantization_;
   std::vector<std::shared_ptr<const SafetensorsFile>> shards_;
   std::unordered_map<std::string, const SafetensorsTensor*> tensors_;
 };
@@ -65,7 +70,8 @@ std::optional<HfExpertTensor> hf_expert_tensor(std::string_view hf_name);
 // read them: views of the mapped shards, except that 1-D tensors (norms,
 // biases) become f32 copies, Gemma's norms (1 + w), the experts of each
 // projection are stacked into one [experts, out, in] copy, and lm_head is left
-// out when the config ties it to the embeddings.
+// out when the config ties it to the embeddings. Quantized weights (FP8,
+// bitsandbytes 4-bit) are widened into float copies (hf_quantization.h).
 Weights hf_weights(std::shared_ptr<const HfCheckpoint> checkpoint, const ArchEntry& arch);
 
 }  // namespace folio

@@ -22,9 +22,19 @@ constexpr std::string_view kDamaged = "the file is damaged or cut short; fetch o
 constexpr std::string_view kMetadataKey = "__metadata__";
 
 // The dtypes the format defines that folio does not compute with.
-constexpr std::array<std::string_view, 16> kOtherDtypes = {"BOOL",    "U8",  "I8",      "I16", "U16",     "I32",
-                                                           "U32",     "I64", "U64",     "F64", "F8_E4M3", "F8_E5M2",
-                                                           "F8_E8M0", "F4",  "F6_E2M3", "C64"};
+constexpr std::array<std::string_view, 14> kOtherDtypes = {"BOOL", "I8",      "I16", "U16", "I32",     "U32", "I64",
+                                                           "U64",  "F64",     "F8_E5M2", "F8_E8M0", "F4",  "F6_E2M3", "C64"};
+
+struct DtypeName {
+  std::string_view name;
+  SafetensorsDtype type;
+  DType dtype;
+};
+constexpr DtypeName kDtypes[] = {
+    {"F32", SafetensorsDtype::F32, DType::F32},         {"F16", SafetensorsDtype::F16, DType::F16},
+    {"BF16", SafetensorsDtype::BF16, DType::BF16},      {"F8_E4M3", SafetensorsDtype::F8_E4M3, DType::I8},
+    {"U8", SafetensorsDtype::U8, DType::I8},
+};
 
 // A name from the file made safe for an error message.
 std::string printable(std::string_view s) {
@@ -44,6 +54,26 @@ std::string printable(std::string_view s) {
 constexpr auto kInt64Max = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
 
 }  // namespace
+
+std::string_view name(SafetensorsDtype type) {
+  for (const DtypeName& d : kDtypes)
+    if (d.type == type) return d.name;
+  return "?";
+}
+
+std::uint64_t element_bytes(SafetensorsDtype type) {
+  switch (type) {
+    case SafetensorsDtype::F32:
+      return 4;
+    case SafetensorsDtype::F16:
+    case SafetensorsDtype::BF16:
+      return 2;
+    case SafetensorsDtype::F8_E4M3:
+    case SafetensorsDtype::U8:
+      return 1;
+  }
+  return 1;
+}
 
 class SafetensorsParser {
  public:
@@ -138,19 +168,20 @@ class SafetensorsParser {
     auto dtype_it = entry.find("dtype");
     if (dtype_it == entry.end() || !dtype_it->is_string()) error(fmt::format("{} has no dtype string", label));
     const std::string dtype = dtype_it->get<std::string>();
-    if (dtype == "F32") {
-      t.dtype = DType::F32;
-    } else if (dtype == "F16") {
-      t.dtype = DType::F16;
-    } else if (dtype == "BF16") {
-      t.dtype = DType::BF16;
+    const auto known = std::find_if(std::begin(kDtypes), std::end(kDtypes),
+                                    [&](const DtypeName& d) { return d.name == dtype; });
+    if (known != std::end(kDtypes)) {
+      t.stored = known->type;
+      t.dtype = known->dtype;
     } else if (std::find(kOtherDtypes.begin(), kOtherDtypes.end(), dtype) != kOtherDtypes.end()) {
-      error(fmt::format("{} has dtype {}, which folio does not read (F32, F16 and BF16 are)", label, dtype),
+      error(fmt::format("{} has dtype {}, which folio does not read (F32, F16, BF16, and F8_E4M3 and U8 with a "
+                        "quantization_config, are)",
+                        label, dtype),
             "save the model in one of those (torch_dtype float32, float16 or bfloat16) or convert it to GGUF");
     } else {
       error(fmt::format("{} has unknown dtype \"{}\"", label, printable(dtype)));
     }
-    const std::uint64_t element_bytes = info(t.dtype).block_bytes;
+    const std::uint64_t element_bytes = folio::element_bytes(t.stored);
 
     auto shape_it = entry.find("shape");
     if (shape_it == entry.end() || !shape_it->is_array()) error(fmt::format("{} has no shape array", label));

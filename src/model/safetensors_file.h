@@ -26,9 +26,21 @@ constexpr std::uint64_t kSafetensorsMaxHeaderBytes = 100u << 20;  // as the form
 constexpr int kSafetensorsMaxDims = 4;                            // what a Tensor holds
 constexpr std::size_t kSafetensorsMaxNameBytes = 1024;
 
+// The element types folio reads from a safetensors file: the float types it
+// computes with, and the bytes quantized checkpoints store beside a
+// quantization_config (FP8 E4M3 weights; bitsandbytes' packed 4-bit pairs,
+// 8-bit absmax codes and quant-state JSON in U8).
+enum class SafetensorsDtype : std::uint8_t { F32, F16, BF16, F8_E4M3, U8 };
+std::string_view name(SafetensorsDtype type);  // as the file spells it: "F8_E4M3"
+std::uint64_t element_bytes(SafetensorsDtype type);
+
 struct SafetensorsTensor {
   std::string name;
-  DType dtype = DType::F32;                               // F32, F16 or BF16
+  SafetensorsDtype stored = SafetensorsDtype::F32;
+  // The float type of an F32, F16 or BF16 tensor. F8_E4M3 and U8 tensors are
+  // codes that only the quantization_config explains: DType::I8 here, a type
+  // no op computes with, so none can be used by mistake.
+  DType dtype = DType::F32;
   int num_dims = 0;                                       // 0 (a scalar) to kSafetensorsMaxDims
   std::array<std::int64_t, kSafetensorsMaxDims> shape{};  // outermost first, as PyTorch writes it
   std::int64_t num_elements = 1;

@@ -1,5 +1,6 @@
 // Hugging Face checkpoints end to end: the tiny randomly initialised models
-// of tests/data/tiny (scripts/make_tiny_models.py) loaded from their
+// of tests/data/tiny (scripts/make_tiny_models.py; the FP8 and NF4 ones from
+// scripts/make_lowbit_models.py, their weights widened at load) loaded from their
 // directories, their logits against transformers' fp32 logits on folio's f32
 // path, and their greedy continuations against transformers' own. The
 // mixtures of experts are also written as GGUF files (as llama.cpp lays them
@@ -139,7 +140,8 @@ TEST_P(TinyModelTest, GreedyTokensEqualTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(Tiny, TinyModelTest,
                          ::testing::Values("llama", "qwen2", "qwen3", "gemma3", "llama3", "mixtral", "qwen3_moe",
-                                           "qwen2_moe"),
+                                           "qwen2_moe", "qwen3_fp8_block", "qwen3_fp8_tensor", "qwen3_fp8_channel",
+                                           "llama_nf4", "llama_nf4_dq"),
                          [](const ::testing::TestParamInfo<const char*>& p) { return std::string(p.param); });
 
 TEST(TinyModelConfig, ReadsConfigJsonIntoTheSameConfig) {

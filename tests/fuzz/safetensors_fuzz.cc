@@ -18,7 +18,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;
     for (const folio::SafetensorsTensor& t : f.tensors()) {
       if (t.data < data || t.file_offset + t.size_bytes > size) __builtin_trap();
-      const auto element = static_cast<std::uint64_t>(folio::info(t.dtype).block_bytes);
+      const std::uint64_t element = folio::element_bytes(t.stored);
       if (static_cast<std::uint64_t>(t.num_elements) * element != t.size_bytes) __builtin_trap();
       if (f.find_tensor(t.name) != &t) __builtin_trap();
       if (t.size_bytes > 0) ranges.emplace_back(t.begin, t.begin + t.size_bytes);

@@ -120,6 +120,11 @@ TEST(CapacityPlanner, EveryListedWeightFormatIsKnown) {
   EXPECT_DOUBLE_EQ(weight_number_format("iq4_xs")->bits_per_number(), 4.25);
   EXPECT_DOUBLE_EQ(weight_number_format("mxfp4")->bits_per_number(), 4.25);
   EXPECT_DOUBLE_EQ(weight_number_format("nvfp4")->bits_per_number(), 4.5);
+  // Hugging Face checkpoints' FP8 and bitsandbytes NF4, their scales included.
+  EXPECT_DOUBLE_EQ(weight_number_format("fp8")->bits_per_number(), 8.0);
+  EXPECT_NEAR(weight_number_format("fp8_block128")->bits_per_number(), 8.002, 5e-4);
+  EXPECT_DOUBLE_EQ(weight_number_format("nf4")->bits_per_number(), 4.5);
+  EXPECT_NEAR(weight_number_format("nf4-dq")->bits_per_number(), 4.127, 5e-4);
 }
 
 // The preset parameter counts follow from the published shapes.
