@@ -23,6 +23,6 @@ if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; 
   echo "setup_reference: creating $venv (llama-cpp-python compiles llama.cpp; this takes a while)"
   python3 -m venv "$venv"
   "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$req"
-  "$venv/bin/python" -c "import llama_cpp, gguf" 
+  "$venv/bin/python" -c "import llama_cpp, gguf, torch, transformers"
   echo "$want" >"$stamp"
 fi
