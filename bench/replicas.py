@@ -11,6 +11,9 @@ shipped (consistent hashing of X-Session-Id) or empty (round robin).
     build/venv/bin/python bench/replicas.py                # the figures of bench/RESULTS.md
     build/venv/bin/python bench/replicas.py --sessions 6 --turns 3 --skip-kill
 
+Every replica runs with --threads 1 (--threads): three replicas on a small
+machine then compete for cores no more than one replica does.
+
 tests/python/test_replicas.py drives the same classes with a smaller load.
 """
 import argparse
@@ -221,14 +224,19 @@ def stream_chat(url, session, messages, max_tokens, timeout=300):
         return text, ttft, upstream, started, repr(e)
 
 
-def first_message(i):
+def first_message(i, notes=0):
+    """A session's opening turn; `notes` lines of the user's own notes make
+    its prefix long, as a pasted document does."""
     topic = TOPICS[i % len(TOPICS)]
+    lines = [f"Note {k + 1} of conversation {i}: on day {3 * k + i} I read page {17 * k + 5 * i} of a book "
+             f"about {topic} and wrote down fact number {k * k + i}." for k in range(notes)]
     return (f"Conversation {i}. I am writing a long school report about {topic}. Tell me what {topic} are or is, "
             f"how people have used {topic} through history, what is surprising about {topic}, and what a "
-            f"child should know first about {topic}. Keep every answer short.")
+            f"child should know first about {topic}. Keep every answer short." + (" My notes so far: " +
+                                                                               " ".join(lines) if lines else ""))
 
 
-def chat_workload(url, sessions, turns, max_tokens, concurrency):
+def chat_workload(url, sessions, turns, max_tokens, concurrency, notes=0):
     """Each session a conversation of `turns` turns, run one turn after
     another; sessions run `concurrency` at a time. Returns the TTFTs of the
     turns after the first, and the errors."""
@@ -236,7 +244,7 @@ def chat_workload(url, sessions, turns, max_tokens, concurrency):
     lock = threading.Lock()
 
     def session(i):
-        messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": first_message(i)}]
+        messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": first_message(i, notes)}]
         for t in range(turns):
             text, ttft, _, _, error = stream_chat(url, f"session-{i}", messages, max_tokens)
             with lock:
@@ -257,7 +265,8 @@ def measure(label, n, affinity, args):
     try:
         h0, q0 = cluster.hit_counts()
         start = time.monotonic()
-        ttft, errors = chat_workload(cluster.url, args.sessions, args.turns, args.max_tokens, args.concurrency)
+        ttft, errors = chat_workload(cluster.url, args.sessions, args.turns, args.max_tokens, args.concurrency,
+                                     getattr(args, "notes", 0))
         took = time.monotonic() - start
         h1, q1 = cluster.hit_counts()
         return {"config": label, "hit_rate": (h1 - h0) / max(1.0, q1 - q0), "hit_tokens": h1 - h0,
@@ -335,11 +344,14 @@ def main():
     p.add_argument("--sessions", type=int, default=12)
     p.add_argument("--turns", type=int, default=4)
     p.add_argument("--max-tokens", type=int, default=24)
-    p.add_argument("--concurrency", type=int, default=6)
+    p.add_argument("--concurrency", type=int, default=3)
+    p.add_argument("--notes", type=int, default=12, help="lines of notes in each first turn (a longer prefix)")
+    p.add_argument("--threads", type=int, default=1, help="CPU threads of each replica")
     p.add_argument("--kv-cache-memory", default="256MiB")
     p.add_argument("--skip-kill", action="store_true")
     args = p.parse_args()
-    args.replica_args = ["--kv-cache-memory", args.kv_cache_memory, "--max-model-len", "2048"]
+    args.replica_args = ["--kv-cache-memory", args.kv_cache_memory, "--max-model-len", "2048",
+                         "--threads", str(args.threads)]
     rows = [measure("1 replica", 1, None, args),
             measure(f"{args.replicas} replicas, affinity", args.replicas, True, args),
             measure(f"{args.replicas} replicas, round robin", args.replicas, False, args)]
