@@ -16,6 +16,8 @@ debian_packages=(
   clang libclang-rt-14-dev
   python3-venv
   chromium chromium-driver firefox-esr  # the web page's browser tests (tests/python/test_web_page.py)
+  libzmq3-dev cppzmq-dev  # KV-cache events (--kv-events-endpoint): a ZeroMQ PUB socket
+  nginx  # the affinity tier in deploy/nginx, run on loopback by tests/python/test_replicas.py
 )
 
 missing=()
@@ -29,6 +31,12 @@ if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   "${sudo_cmd[@]}" apt-get update -qq
   "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # Debian starts nginx as a service on port 80 when it installs it; the
+  # tests run an nginx of their own on loopback ports, so stop that one.
+  if [[ " ${missing[*]} " == *" nginx "* ]] && command -v systemctl >/dev/null &&
+     systemctl is-active --quiet nginx 2>/dev/null; then
+    "${sudo_cmd[@]}" systemctl disable --now nginx >/dev/null 2>&1 || true
+  fi
 fi
 
 # Python tools for the tests, pinned in scripts/requirements-test.txt.

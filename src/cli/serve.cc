@@ -1,7 +1,8 @@
 // `folio serve`: the OpenAI-compatible HTTP server over one model. It listens
-// at once (GET /health answers 503 until the model has loaded), serves until
-// SIGTERM or SIGINT, then refuses new work, lets running requests finish for
-// up to --shutdown-timeout seconds and exits 0.
+// at once (GET /health and /ready answer 503 until the model has loaded),
+// serves until SIGTERM or SIGINT, then refuses new work (/ready answers 503,
+// /health stays 200), lets running requests finish for up to
+// --shutdown-timeout seconds and exits 0.
 #include <fmt/format.h>
 #include <pthread.h>
 #include <signal.h>
@@ -28,6 +29,7 @@
 #include "engine/engine.h"
 #include "kv/capacity_planner.h"
 #include "server/api_server.h"
+#include "server/kv_event_publisher.h"
 
 namespace folio::cli {
 namespace {
@@ -43,6 +45,7 @@ struct ServeOptions {
   std::string chat_template_file;
   std::string chat_template_kwargs;
   double header_timeout_s = 10, body_timeout_s = 60, keep_alive_timeout_s = 5, write_timeout_s = 30;
+  server::KvEventPublisherOptions kv_events;  // endpoint empty: no KV events
 };
 
 std::chrono::milliseconds ms(double seconds) {
@@ -92,6 +95,12 @@ void serve(ServeOptions o) {
   const ModelSessionOptions session_options = o.model.resolved();
   if (o.server.served_model_name.empty()) o.server.served_model_name = model_name_of(session_options.model_path);
   o.engine = o.engine_flags.resolved();
+  // Bound before the model loads, so that a taken port fails at once.
+  if (!o.kv_events.endpoint.empty()) {
+    o.engine.kv_events = std::make_shared<server::KvEventPublisher>(o.kv_events);
+    std::fprintf(stderr, "folio: publishing KV-cache events on %s (topic \"%s\")\n", o.kv_events.endpoint.c_str(),
+                 o.kv_events.topic.c_str());
+  }
   if (!o.chat_template_file.empty()) {
     std::ifstream in(o.chat_template_file, std::ios::binary);
     if (!in) fail("--chat-template {}: cannot read it", o.chat_template_file);
@@ -255,6 +264,13 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--shutdown-timeout", o->shutdown_timeout_s,
                   "Seconds running requests get to finish after SIGTERM (default 30)")
       ->check(CLI::NonNegativeNumber);
+  o->kv_events.endpoint.clear();  // off unless asked for
+  cmd->add_option("--kv-events-endpoint", o->kv_events.endpoint,
+                  "Publish KV-cache events (BlockStored, BlockRemoved, AllBlocksCleared; vLLM's msgpack format) on "
+                  "a ZeroMQ PUB socket, for prefix-aware routers: tcp://*:5557 listens, tcp://HOST:PORT connects "
+                  "(default: off)");
+  cmd->add_option("--kv-events-topic", o->kv_events.topic,
+                  "The topic frame of every KV event message (default: empty)");
   cmd->add_flag(
       "--no-web-page", [s = &o->server](std::int64_t) { s->web.enabled = false; },
       "Serve no web page: GET / (chat, capacity planner, live engine view), /web/ and /api/ answer 404");

@@ -49,6 +49,7 @@ Engine::Engine(std::shared_ptr<ModelSession> session, const EngineConfig& config
   cache.block_size = config_.block_size;
   cache.enable_prefix_caching = config_.enable_prefix_caching;
   kv_ = std::make_unique<KvCacheManager>(cache);
+  if (config_.kv_events) kv_->record_events(true);
 
   SchedulerConfig sched;
   sched.max_num_batched_tokens = config_.max_num_batched_tokens;
@@ -192,6 +193,10 @@ void Engine::loop() {
       return;
     }
     step();
+    if (config_.kv_events) {
+      std::vector<KvEvent> events = kv_->take_events();
+      if (!events.empty()) config_.kv_events->publish(std::move(events));
+    }
     update_stats();
   }
 }

@@ -19,6 +19,7 @@
 #include "core/histogram.h"
 #include "engine/model_runner.h"
 #include "engine/model_session.h"
+#include "engine/kv_event_sink.h"
 #include "engine/request.h"
 #include "engine/request_stream.h"
 #include "engine/sampling_rows.h"
@@ -54,6 +55,9 @@ struct EngineConfig {
   // the host Sampler (and verify_draft) choose the tokens. Tests compare the
   // device sampling with it; it moves a vocabulary of floats per row.
   bool host_sampling = false;
+  // KV events (BlockStored, BlockRemoved) go here after each step when set;
+  // without one the prefix cache logs nothing.
+  std::shared_ptr<KvEventSink> kv_events;
 };
 
 // Why submit() refused: the server maps these to HTTP statuses.

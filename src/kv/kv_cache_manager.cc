@@ -121,7 +121,8 @@ void KvCacheManager::commit(SequenceId id, std::span<const TokenId> verified_tok
     const auto tokens = verified_tokens.subspan(static_cast<std::size_t>(s.num_committed_blocks) * bs,
                                                 static_cast<std::size_t>(bs));
     const BlockHash h = cache.block_hash(s.chain_hash, tokens);
-    s.chain_entry = cache.insert(s.block_table[s.num_committed_blocks], h, *s.chain_entry, tokens, s.cache_salt);
+    s.chain_entry =
+        cache.insert(s.block_table[s.num_committed_blocks], h, *s.chain_entry, s.chain_hash, tokens, s.cache_salt);
     s.chain_hash = h;
   }
 }
@@ -197,6 +198,7 @@ KvUsage KvCacheManager::usage() const {
   u.num_free_blocks = pool_.num_free_blocks();
   u.num_used_blocks = pool_.num_used_blocks();
   u.num_cached_blocks = pool_.cache().num_cached_blocks();
+  u.num_cached_hashes = pool_.cache().num_cached_hashes();
   u.num_cached_free_blocks = pool_.num_cached_free_blocks();
   u.num_empty_slots = num_empty_slots_;
   u.block_size = block_size();

@@ -53,6 +53,7 @@ struct KvUsage {
   int num_free_blocks = 0;          // unused, freed or cached with no reference
   int num_used_blocks = 0;          // referenced by at least one block table
   int num_cached_blocks = 0;        // in the prefix cache, used or free
+  int num_cached_hashes = 0;        // distinct hashes of those: what KV-event subscribers hold
   int num_cached_free_blocks = 0;   // cached with no reference: still hits, evicted least recently freed first
   std::int64_t num_empty_slots = 0; // slots of used blocks that hold no token
   int block_size = 0;
@@ -121,6 +122,9 @@ class KvCacheManager {
   void slot_mapping(SequenceId id, int begin, int end, std::vector<SlotId>& out) const;
 
   KvUsage usage() const;
+  // KV events (kv/kv_event.h): off until asked for, then logged until taken.
+  void record_events(bool on) { pool_.cache().record_events(on); }
+  std::vector<KvEvent> take_events() { return pool_.cache().take_events(); }
   const PrefixCacheStats& prefix_cache_stats() const { return pool_.cache().stats(); }
   const BlockPool& pool() const { return pool_; }
 

@@ -61,7 +61,8 @@ std::optional<PrefixCache::Match> PrefixCache::lookup(const BlockHash& hash, Ent
 }
 
 PrefixCache::EntryId PrefixCache::insert(BlockId block, const BlockHash& hash, EntryId parent,
-                                         std::span<const TokenId> tokens, std::string_view cache_salt) {
+                                         const BlockHash& parent_hash, std::span<const TokenId> tokens,
+                                         std::string_view cache_salt) {
   FOLIO_CHECK(!is_cached(block));
   if (const BlockId existing = find(hash, parent, tokens, cache_salt); existing >= 0)
     return entries_[static_cast<std::size_t>(existing)].id;
@@ -71,6 +72,11 @@ PrefixCache::EntryId PrefixCache::insert(BlockId block, const BlockHash& hash, E
   e.hash = hash;
   e.cache_salt = parent == kRoot ? std::string(cache_salt) : std::string();
   std::copy(tokens.begin(), tokens.end(), tokens_.begin() + static_cast<std::ptrdiff_t>(block) * block_size_);
+  if (!by_hash_.contains(hash)) {
+    ++num_cached_hashes_;
+    // A first block has no parent for a router: its chain starts at the salt.
+    if (record_events_) events_.stored(hash, parent == kRoot ? std::nullopt : std::optional(parent_hash), tokens);
+  }
   by_hash_.emplace(hash, block);
   return e.id;
 }
@@ -82,6 +88,10 @@ void PrefixCache::erase(BlockId block) {
   auto it = std::find_if(first, last, [block](const auto& kv) { return kv.second == block; });
   FOLIO_CHECK(it != last);
   by_hash_.erase(it);
+  if (!by_hash_.contains(e.hash)) {
+    --num_cached_hashes_;
+    if (record_events_) events_.removed(e.hash);
+  }
   e = Entry{};
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kv/block_hash.h"
+#include "kv/kv_event.h"
 #include "kv/kv_types.h"
 
 namespace folio {
@@ -61,16 +62,28 @@ class PrefixCache {
   // Registers `block`, a full block of verified tokens, and returns the
   // entry the chain continues from: the block's new entry, or an existing
   // entry with the same parent and content (the block then stays uncached).
-  EntryId insert(BlockId block, const BlockHash& hash, EntryId parent, std::span<const TokenId> tokens,
-                 std::string_view cache_salt);
+  // `parent_hash` is the hash `hash` was chained from (the root hash for a
+  // first block); only KV events read it.
+  EntryId insert(BlockId block, const BlockHash& hash, EntryId parent, const BlockHash& parent_hash,
+                 std::span<const TokenId> tokens, std::string_view cache_salt);
 
   // Forgets a cached block (it is being reused for other tokens).
   void erase(BlockId block);
 
   bool is_cached(BlockId block) const { return entries_[check(block)].id != kRoot; }
   EntryId entry_of(BlockId block) const { return entries_[check(block)].id; }
+  const BlockHash& hash_of(BlockId block) const { return entries_[check(block)].hash; }
   std::span<const TokenId> tokens_of(BlockId block) const;
   int num_cached_blocks() const { return static_cast<int>(by_hash_.size()); }
+  // Distinct hashes among the cached blocks: the block set a subscriber to
+  // the KV events holds (two blocks share a hash when a block whose parent
+  // was evicted is computed again under the parent's new entry).
+  int num_cached_hashes() const { return num_cached_hashes_; }
+
+  // With events on, every hash that joins or leaves the cached set is
+  // logged, for take_events() to hand to a publisher after each step.
+  void record_events(bool on) { record_events_ = on; }
+  std::vector<KvEvent> take_events() { return events_.take(); }
 
   void record_query(std::int64_t num_queried_tokens, std::int64_t num_hit_tokens);
   const PrefixCacheStats& stats() const { return stats_; }
@@ -98,6 +111,9 @@ class PrefixCache {
   std::unordered_multimap<BlockHash, BlockId, BlockHashHasher> by_hash_;
   EntryId next_entry_ = 1;
   PrefixCacheStats stats_;
+  int num_cached_hashes_ = 0;
+  bool record_events_ = false;
+  KvEventLog events_;
 };
 
 }  // namespace folio

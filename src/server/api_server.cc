@@ -100,7 +100,7 @@ std::shared_ptr<const ApiServer::Served> ApiServer::served(bool for_work) const 
     std::lock_guard lock(mutex_);
     s = served_;
   }
-  if (!s) throw ApiError(503, "the model is still loading; try again shortly (GET /health answers 200 when ready)");
+  if (!s) throw ApiError(503, "the model is still loading; try again shortly (GET /ready answers 200 when ready)");
   if (for_work && draining_) throw ApiError(503, "the server is shutting down and takes no new requests");
   return s;
 }
@@ -112,7 +112,7 @@ namespace {
 constexpr const char* kRouteList =
     "this server answers POST /v1/completions, POST /v1/chat/completions, POST /v1/messages, POST /v1/responses, GET "
     "/v1/models, GET "
-    "/health, GET "
+    "/health, GET /ready, GET "
     "/metrics, POST /tokenize, POST /detokenize and GET /version (and the web page at GET /, unless "
     "--no-web-page)";
 
@@ -122,6 +122,7 @@ const ApiServer::Route* ApiServer::find_route(const std::string& method, const s
                                               std::string* allow) const {
   static const Route kRoutes[] = {
       {"GET", "/health", false, &ApiServer::health},
+      {"GET", "/ready", false, &ApiServer::ready},
       {"GET", "/version", false, &ApiServer::version},
       {"GET", "/v1/models", true, &ApiServer::models},
       {"GET", kModelsPrefix, true, &ApiServer::models},
@@ -267,7 +268,19 @@ void ApiServer::on_access(const AccessRecord& record) {
 // ---- routes -------------------------------------------------------------------
 
 void ApiServer::health(const HttpRequest&, HttpExchange& ex) {
-  served(/*for_work=*/true);  // 503 while loading or draining
+  // Liveness: 503 while loading (vLLM is not up then either), 200 after,
+  // draining included, so that a liveness probe never kills a replica that
+  // is finishing its requests.
+  served(/*for_work=*/false);
+  HttpResponse r;
+  r.content_type.clear();
+  ex.respond(std::move(r));
+}
+
+void ApiServer::ready(const HttpRequest&, HttpExchange& ex) {
+  // Readiness: 200 only while new work is taken, so that a router or a
+  // Service sends none here while loading or draining.
+  served(/*for_work=*/true);
   HttpResponse r;
   r.content_type.clear();
   ex.respond(std::move(r));
@@ -303,11 +316,20 @@ void ApiServer::metrics(const HttpRequest&, HttpExchange& ex) {
     s = served_;
   }
   std::optional<EngineStats> stats;
-  if (s) stats = s->engine->stats();
+  std::optional<KvEventSinkStats> kv_events;
+  if (s) {
+    stats = s->engine->stats();
+    if (s->engine->config().kv_events) kv_events = s->engine->config().kv_events->stats();
+  }
   const HttpServer::Stats http = http_->stats();
   HttpResponse r;
   r.content_type = "text/plain; version=0.0.4";
-  r.body = prometheus_metrics(stats ? &*stats : nullptr, counters_, &http, options_.served_model_name);
+  MetricsSources sources;
+  sources.engine = stats ? &*stats : nullptr;
+  sources.engine_config = s ? &s->engine->config() : nullptr;
+  sources.kv_events = kv_events ? &*kv_events : nullptr;
+  sources.http = &http;
+  r.body = prometheus_metrics(sources, counters_, options_.served_model_name);
   ex.respond(std::move(r));
 }
 

@@ -1,13 +1,15 @@
 // ApiServer: folio's OpenAI-compatible HTTP API over one Engine. Routes:
 // POST /v1/completions and /v1/chat/completions (JSON or server-sent events),
-// GET /v1/models, GET /health, GET /metrics (Prometheus), POST /tokenize and
-// /detokenize (vLLM's shapes), GET /version. It listens before the model has
-// loaded (/health answers 503 until set_engine), refuses new work while it
-// drains, and turns every bad request into an OpenAI-shaped error without
-// ever stopping. Route, method and key are checked on the header alone, before
-// a body is read. JSON lives here and nowhere below: the engine sees token ids
-// and SamplingParams; worker threads wait on engine streams, one engine thread
-// runs the model. The HTTP layer is HttpServer (Boost.Beast over Asio).
+// GET /v1/models, GET /health (liveness), GET /ready (readiness), GET
+// /metrics (Prometheus), POST /tokenize and /detokenize (vLLM's shapes), GET
+// /version. It listens before the model has loaded (/health and /ready answer
+// 503 until set_engine), refuses new work while it drains (/ready turns 503,
+// /health stays 200), and turns every bad request into an OpenAI-shaped error
+// without ever stopping. Route, method and key are checked on the header
+// alone, before a body is read. JSON lives here and nowhere below: the engine
+// sees token ids and SamplingParams; worker threads wait on engine streams,
+// one engine thread runs the model. The HTTP layer is HttpServer (Boost.Beast
+// over Asio).
 #pragma once
 
 #include <atomic>
@@ -55,9 +57,10 @@ class ApiServer final : private HttpHandler {
   // Binds and starts serving on a thread of its own; returns the port. Throws
   // Error when the address cannot be bound.
   int start();
-  // The model is loaded: generation routes open and /health answers 200.
+  // The model is loaded: generation routes open, /health and /ready answer 200.
   void set_engine(std::shared_ptr<Engine> engine);
-  // New work is refused with 503 from now on; running requests go on.
+  // New work is refused with 503 from now on (and by /ready); running
+  // requests go on.
   void begin_drain();
   // Waits until no response is being generated or written; true when idle.
   bool wait_until_idle(std::chrono::milliseconds timeout);
@@ -113,6 +116,7 @@ class ApiServer final : private HttpHandler {
   void tokenize(const HttpRequest& req, HttpExchange& ex);
   void detokenize(const HttpRequest& req, HttpExchange& ex);
   void health(const HttpRequest& req, HttpExchange& ex);
+  void ready(const HttpRequest& req, HttpExchange& ex);
   void version(const HttpRequest& req, HttpExchange& ex);
   void models(const HttpRequest& req, HttpExchange& ex);
   void metrics(const HttpRequest& req, HttpExchange& ex);

@@ -1,7 +1,10 @@
 // Prometheus text exposition (format 0.0.4) of the engine's statistics and
-// the server's counters, under vLLM's metric names with the folio: prefix so
-// that dashboards built for vLLM read it with a rename. Every family has HELP
-// and TYPE lines; histograms have cumulative _bucket{le} lines, _sum, _count.
+// the server's counters, under vLLM's metric names twice: with the folio:
+// prefix, and with vLLM's own vllm: prefix for the routers and dashboards
+// built for vLLM (the Gateway API Inference Extension's model-server protocol
+// reads vllm:num_requests_waiting, vllm:kv_cache_usage_perc, ...). Every
+// family has HELP and TYPE lines; histograms have cumulative _bucket{le}
+// lines, _sum, _count.
 #pragma once
 
 #include <string>
@@ -12,9 +15,17 @@
 
 namespace folio::server {
 
-// model_name labels every sample. A null engine (still loading) exposes only
-// the server's counters; a null `http` leaves out the connection gauges.
-std::string prometheus_metrics(const EngineStats* stats, const ServerCounters& counters, const HttpServer::Stats* http,
+// What the page is made of; a null source leaves its families out (no
+// engine while loading, no KV events unless --kv-events-endpoint).
+struct MetricsSources {
+  const EngineStats* engine = nullptr;
+  const EngineConfig* engine_config = nullptr;
+  const KvEventSinkStats* kv_events = nullptr;
+  const HttpServer::Stats* http = nullptr;
+};
+
+// model_name labels every sample.
+std::string prometheus_metrics(const MetricsSources& sources, const ServerCounters& counters,
                                const std::string& model_name);
 
 }  // namespace folio::server

@@ -17,7 +17,7 @@ using Tokens = std::vector<TokenId>;
 // Caches `block` as a first block holding `tokens`.
 void cache_block(BlockPool& pool, BlockId block, const Tokens& tokens) {
   PrefixCache& c = pool.cache();
-  c.insert(block, c.block_hash(c.root_hash(""), tokens), PrefixCache::kRoot, tokens, "");
+  c.insert(block, c.block_hash(c.root_hash(""), tokens), PrefixCache::kRoot, c.root_hash(""), tokens, "");
 }
 
 TEST(BlockPool, AllocatesFromTheHeadAllOrNothing) {

@@ -36,7 +36,9 @@ class KvTestDriver {
   explicit KvTestDriver(const KvCacheConfig& config)
       : kv_(config),
         block_size_(config.block_size),
-        slots_(static_cast<std::size_t>(config.num_blocks) * config.block_size, -1) {}
+        slots_(static_cast<std::size_t>(config.num_blocks) * config.block_size, -1) {
+    kv_.record_events(true);
+  }
 
   KvCacheManager& kv() { return kv_; }
   const KvCacheManager& kv() const { return kv_; }
@@ -195,6 +197,7 @@ class KvTestDriver {
       }
     }
     expect(num_cached == cache.num_cached_blocks(), "cached block count drifted");
+    check_events();
     expect(num_cached_free == pool.num_cached_free_blocks(), "cached free block count drifted");
     return error_.empty();
   }
@@ -204,6 +207,35 @@ class KvTestDriver {
     std::int64_t parent;  // -1 for a first token
     TokenId token;
   };
+
+  // A KV-event subscriber that replays every event holds exactly the
+  // distinct hashes of the cached blocks: never told of a hash twice, never
+  // of a removal it did not hold.
+  void check_events() {
+    for (const KvEvent& e : kv_.take_events()) {
+      if (e.kind == KvEvent::Kind::kAllCleared) {
+        subscriber_.clear();
+        continue;
+      }
+      if (e.kind == KvEvent::Kind::kStored)
+        expect(e.token_ids.size() == e.block_hashes.size() * static_cast<std::size_t>(e.block_size) &&
+                   e.block_size == block_size_,
+               "a BlockStored event's tokens do not fill its blocks");
+      for (std::uint64_t h : e.block_hashes) {
+        if (e.kind == KvEvent::Kind::kStored)
+          expect(subscriber_.insert(h).second, fmt::format("hash {:x} stored twice", h));
+        else
+          expect(subscriber_.erase(h) == 1, fmt::format("hash {:x} removed but never stored", h));
+      }
+    }
+    const PrefixCache& cache = kv_.pool().cache();
+    std::set<std::uint64_t> truth;
+    for (BlockId b = 0; b < kv_.pool().num_blocks(); ++b)
+      if (cache.is_cached(b)) truth.insert(external_hash(cache.hash_of(b)));
+    expect(truth == subscriber_, fmt::format("KV events replayed give {} hashes, the cache holds {}",
+                                             subscriber_.size(), truth.size()));
+    expect(static_cast<int>(truth.size()) == cache.num_cached_hashes(), "distinct cached hash count drifted");
+  }
 
   void expect(bool ok, const std::string& what) {
     if (!ok && error_.empty()) error_ = what;
@@ -255,6 +287,7 @@ class KvTestDriver {
   std::map<std::pair<std::int64_t, TokenId>, std::int64_t> trie_;
   std::vector<Node> nodes_;
   std::set<std::int64_t> verified_;
+  std::set<std::uint64_t> subscriber_;  // the hashes KV events have announced
   std::string error_;
 };
 

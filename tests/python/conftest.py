@@ -92,8 +92,16 @@ class FolioServer:
         return self.url + "/v1"
 
     def health(self) -> int:
+        """GET /health: liveness (503 only while the model loads)."""
+        return self._status("/health")
+
+    def ready(self) -> int:
+        """GET /ready: readiness (503 while loading and while draining)."""
+        return self._status("/ready")
+
+    def _status(self, path: str) -> int:
         try:
-            with urllib.request.urlopen(self.url + "/health", timeout=5) as r:
+            with urllib.request.urlopen(self.url + path, timeout=5) as r:
                 return r.status
         except urllib.error.HTTPError as e:
             return e.code

@@ -1,7 +1,8 @@
 """`folio serve` over time: clients that hang up mid-stream or mid-request
 have their requests aborted and their KV blocks freed; 256 streaming clients
-at once all complete; SIGTERM drains running requests and exits 0; /health
-answers 503 while the model loads; a quantized KV cache holds more blocks
+at once all complete; SIGTERM drains running requests and exits 0 (/ready
+turns 503 while /health stays 200); /health and /ready answer 503 while the
+model loads; a quantized KV cache holds more blocks
 in the same budget."""
 import asyncio
 import json
@@ -155,8 +156,10 @@ def test_sigterm_drains_running_requests_and_exits_0(tmp_path_factory):
     t.start()
     assert wait_for(lambda: len(out.get("events", [])) >= 2, 20) is not None
     s.proc.send_signal(signal.SIGTERM)
-    # New work is refused while the running request finishes.
-    assert wait_for(lambda: s.health() == 503, 5) is not None
+    # New work is refused while the running request finishes: not ready, but
+    # alive, so that a liveness probe does not kill a draining replica.
+    assert wait_for(lambda: s.ready() == 503, 5) is not None
+    assert s.health() == 200
     r = httpx.post(s.url + "/v1/completions", json={"prompt": "hi", "max_tokens": 2})
     assert r.status_code == 503 and r.json()["error"]["type"] == "server_error"
     t.join(60)
@@ -191,18 +194,21 @@ def test_health_is_503_while_the_model_loads(tmp_path_factory):
     s = start_folio_server(tmp_path_factory, "loading", "--kv-cache-memory", "32MiB", "--max-model-len", "256",
                            model="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", wait_ready=False)
     try:
-        statuses = []
+        statuses, readies = [], []
         early = None
         deadline = time.monotonic() + 60
         while (not statuses or statuses[-1] != 200) and time.monotonic() < deadline:
             statuses.append(s.health())
+            readies.append(s.ready())
             if early is None and statuses[-1] == 503:
                 early = httpx.post(s.url + "/v1/completions", json={"prompt": "hi"})
         assert statuses[0] == 503 and statuses[-1] == 200, statuses[:3]
+        assert readies[0] == 503, readies[:3]
         first_ok = statuses.index(200)
         assert set(statuses[:first_ok]) == {503}
         assert early.status_code == 503 and "loading" in early.json()["error"]["message"]
         assert httpx.post(s.url + "/v1/completions", json={"prompt": "hi", "max_tokens": 2}).status_code == 200
+        assert s.ready() == 200
         log = s.log()
         assert log.index("listening on") < log.index("serving")
     finally:
