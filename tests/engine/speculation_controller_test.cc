@@ -145,24 +145,35 @@ TEST(SpeculationController, ExpectedTokensFollowEachSequencesAcceptance) {
 TEST(SpeculationController, OnlyRepeatedDecodeStepsAreMeasured) {
   SpeculationController c(2, true);
   const std::vector<SequenceId> ids{1};
-  // The first steps try 0, 1 and 2 proposals, two steps each; the first of
-  // each pair follows a switch and is not kept.
+  // The first steps try 0, 1 and 2 proposals (each paying), two steps each;
+  // the first of each pair follows a switch and is not kept.
+  auto cost = [](int k) { return 1.0 + 0.01 * k; };
   std::vector<int> ks;
   for (int i = 0; i < 6; ++i) {
     ks.push_back(c.choose(ids, 1));
-    c.step_done(i % 2 == 0 ? 100.0 : 1.0 + ks.back(), true);
+    c.step_done(i % 2 == 0 ? 100.0 : cost(ks.back()), true);
   }
   EXPECT_EQ(ks, (std::vector<int>{0, 0, 1, 1, 2, 2}));
-  EXPECT_DOUBLE_EQ(c.step_seconds(1, 0), 1.0);
-  EXPECT_DOUBLE_EQ(c.step_seconds(1, 1), 2.0);
-  EXPECT_DOUBLE_EQ(c.step_seconds(1, 2), 3.0);
+  EXPECT_DOUBLE_EQ(c.step_seconds(1, 0), cost(0));
+  EXPECT_DOUBLE_EQ(c.step_seconds(1, 1), cost(1));
+  EXPECT_DOUBLE_EQ(c.step_seconds(1, 2), cost(2));
   EXPECT_LT(c.step_seconds(8, 0), 0.0);  // another bucket: not measured
   // A step that fed a prompt is not kept, nor the one after it.
   const int k = c.choose(ids, 1);
   c.step_done(50.0, /*decode_only=*/false);
   EXPECT_EQ(c.choose(ids, 1), k);
   c.step_done(60.0, true);
-  EXPECT_DOUBLE_EQ(c.step_seconds(1, k), 1.0 + k);
+  EXPECT_DOUBLE_EQ(c.step_seconds(1, k), cost(k));
+}
+
+TEST(SpeculationController, TheFirstClimbStopsWhereAChoiceLoses) {
+  // One proposal already loses: two, four and eight are not tried at first.
+  SpeculationController c(8, true);
+  Simulation sim{c, 0.5, [](int, int k) { return 1.0 + 1.0 * k; }};
+  const auto chosen = sim.run(15, 1);
+  EXPECT_EQ(chosen.at(0), 13);
+  EXPECT_EQ(chosen.at(1), 2);
+  EXPECT_LT(c.step_seconds(1, 2), 0.0);
 }
 
 }  // namespace

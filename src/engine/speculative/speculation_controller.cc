@@ -60,15 +60,21 @@ int SpeculationController::choose(std::span<const SequenceId> candidates, int nu
     return ladder_[choice_];
   }
   exploring_ = false;
-  for (std::size_t i = 0; i < ladder_.size(); ++i)
-    if (costs[i].num_samples == 0) {
-      exploring_ = true;
-      choice_ = i;
-      return ladder_[i];
-    }
+  // The first steps climb the ladder from no proposals up, each choice
+  // tried once the one below it beat the one below that; where the climb
+  // stops, the rest is left to exploration (trying 16 proposals where one
+  // already loses would cost more than it could teach).
+  for (std::size_t i = 0; i < ladder_.size(); ++i) {
+    if (costs[i].num_samples > 0) continue;
+    if (i >= 2 && rate(candidates, num_decoding, i - 1) <= rate(candidates, num_decoding, i - 2)) break;
+    exploring_ = true;
+    choice_ = i;
+    return ladder_[i];
+  }
   std::size_t best = 0;
   double best_rate = -1.0;
   for (std::size_t i = 0; i < ladder_.size(); ++i) {
+    if (costs[i].num_samples == 0) continue;
     const double r = rate(candidates, num_decoding, i);
     if (r > best_rate) best_rate = r, best = i;
   }
