@@ -238,20 +238,34 @@ void Engine::propose_drafts() {
   std::vector<SequenceId> candidates;
   for (SequenceId id : decoding)
     if (requests_.at(request_of(id)).request.speculative) candidates.push_back(id);
-  const int chosen = speculation_->choose(candidates, static_cast<int>(decoding.size()));
-  if (chosen == 0) return;
+  // Each candidate's request at the most it has room for (its proposals and
+  // the one token verification adds), and what proposing would first cost.
   std::vector<ProposalRequest> requests;
+  double remaining_steps = 0;
   for (SequenceId id : candidates) {
     const Sequence& seq = sequence(id);
-    int k = chosen;
-    // Room for the proposals and the one token verification adds.
-    if (seq.params().max_tokens) k = std::min(k, *seq.params().max_tokens - seq.num_output_tokens() - 1);
-    if (k <= 0) continue;
-    requests.push_back({id, scheduler_->find(id)->tokens, k});
+    const auto& tokens = scheduler_->find(id)->tokens;
+    const int left = seq.params().max_tokens ? *seq.params().max_tokens - seq.num_output_tokens()
+                                             : config_.max_model_len - static_cast<int>(tokens.size());
+    remaining_steps += std::max(0, left);
+    requests.push_back({id, tokens, left - 1});
   }
+  SpeculationController::Outlook outlook;
+  outlook.backlog_tokens = proposer_->backlog(requests);
+  outlook.remaining_steps = remaining_steps / static_cast<double>(std::max<std::size_t>(1, candidates.size()));
+  outlook.relative_cost = proposer_->relative_cost();
+  const int chosen = speculation_->choose(candidates, static_cast<int>(decoding.size()), outlook);
+  if (chosen == 0) return;
+  std::erase_if(requests, [&](ProposalRequest& r) {
+    r.max_tokens = std::min(r.max_tokens, chosen);
+    return r.max_tokens <= 0;
+  });
   if (requests.empty()) return;
+  const std::int64_t backlog = proposer_->backlog(requests);
+  const auto start = Clock::now();
   std::vector<std::vector<TokenId>> drafts;
   proposer_->propose(requests, drafts);
+  speculation_->caught_up(backlog, static_cast<int>(requests.size()), seconds(Clock::now() - start));
   for (std::size_t i = 0; i < requests.size(); ++i) {
     speculation_->proposed(requests[i].id, static_cast<int>(drafts[i].size()));
     if (!drafts[i].empty()) scheduler_->propose(requests[i].id, drafts[i]);
@@ -459,7 +473,7 @@ void Engine::step() {
   touched_.clear();
   // What this step's choice of proposals cost: only steps that fed no prompt
   // are alike enough to compare.
-  if (proposer_) speculation_->step_done(seconds(Clock::now() - start), decode_only);
+  if (proposer_) speculation_->step_done(seconds(Clock::now() - start), decode_only, prompt_tokens_run);
 }
 
 void Engine::sample_forks(const std::vector<std::pair<std::size_t, std::int32_t>>& parents, const StepPlan& plan,

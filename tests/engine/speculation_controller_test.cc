@@ -18,6 +18,7 @@ struct Simulation {
   SpeculationController& controller;
   double alpha;                                  // each proposal is accepted with this chance
   std::function<double(int batch, int k)> cost;  // seconds of a decode step
+  SpeculationController::Outlook outlook{};      // what the first proposals would cost beyond the step
   std::mt19937 rng{7};
 
   // Runs `steps` decode steps of `batch` speculating sequences; returns how
@@ -28,7 +29,7 @@ struct Simulation {
     std::bernoulli_distribution keep(alpha);
     std::map<int, int> chosen;
     for (int s = 0; s < steps; ++s) {
-      const int k = controller.choose(ids, batch);
+      const int k = controller.choose(ids, batch, outlook);
       ++chosen[k];
       for (SequenceId id : ids) {
         if (k == 0) {
@@ -174,6 +175,53 @@ TEST(SpeculationController, TheFirstClimbStopsWhereAChoiceLoses) {
   EXPECT_EQ(chosen.at(0), 13);
   EXPECT_EQ(chosen.at(1), 2);
   EXPECT_LT(c.step_seconds(1, 2), 0.0);
+}
+
+TEST(SpeculationController, ADraftFarBehindIsTriedOnlyWhereItsCatchUpCanPay) {
+  // The target fed 1,000 prompt tokens in 10 s and the draft costs 0.3 of
+  // it per token: a catch-up of 32 prompts of 100 tokens costs 9.6 s, more
+  // than half of what proposals could save in the 60 steps left (at most
+  // half of 60 steps of 0.5 s), so the first steps never propose.
+  SpeculationController c(4, true);
+  c.step_done(10.0, /*decode_only=*/false, 1000);
+  Simulation sim{c, 0.9, [](int batch, int k) { return batch == 1 ? 0.05 + 0.01 * k : 0.5 + 0.1 * k; }};
+  sim.outlook = {.backlog_tokens = 32 * 100, .remaining_steps = 60, .relative_cost = 0.3};
+  EXPECT_EQ(sim.run(60, 32).at(0), 60);
+  // Alone, the one prompt's catch-up (0.3 s) is well under that bound
+  // (0.5 * 0.5 * 60 * 0.05 s): proposals are tried, and they pay.
+  SpeculationController alone(4, true);
+  alone.step_done(10.0, false, 1000);
+  Simulation one{alone, 0.9, sim.cost};
+  one.outlook = {.backlog_tokens = 100, .remaining_steps = 60, .relative_cost = 0.3};
+  one.run(20, 1);
+  one.outlook = {};  // caught up: later steps have nothing to feed first
+  EXPECT_GE(one.run(100, 1)[4], 90);
+}
+
+TEST(SpeculationController, ALossAtASmallerBatchKeepsACostlyTrialAway) {
+  // Proposals lose alone (each one costs a whole step); at 8 sequences a
+  // catch-up costing 10 % of the remaining work is not worth a trial.
+  SpeculationController c(4, true);
+  Simulation sim{c, 0.8, [](int, int k) { return 1.0 + 1.0 * k; }};
+  sim.run(50, 1);  // no backlog: trials cost only their steps
+  ASSERT_GT(c.step_seconds(1, 1), 0.0);
+  c.step_done(1.0, /*decode_only=*/false, 10);  // 0.1 s a prompt token: the prior
+  sim.outlook = {.backlog_tokens = 800, .remaining_steps = 100, .relative_cost = 0.125};
+  EXPECT_EQ(sim.run(100, 8).at(0), 100);  // the catch-up: 800 * 0.0125 = 10 s of 100
+}
+
+TEST(SpeculationController, AMeasuredCatchUpReplacesTheEstimate) {
+  // The estimate from prompt steps forbids the trial; a measured catch-up
+  // a hundred times cheaper per token allows it.
+  SpeculationController c(4, true);
+  c.step_done(10.0, /*decode_only=*/false, 100);
+  Simulation sim{c, 0.9, [](int, int k) { return 0.05 + 0.01 * k; }};
+  sim.outlook = {.backlog_tokens = 200, .remaining_steps = 50, .relative_cost = 0.5};
+  EXPECT_EQ(sim.run(10, 1).at(0), 10);
+  c.caught_up(/*tokens=*/1000, /*num_sequences=*/1, /*seconds=*/0.1);
+  EXPECT_GT(sim.run(10, 1).size(), 1u);                               // now something else is tried
+  c.caught_up(/*tokens=*/3, /*num_sequences=*/1, /*seconds=*/100.0);  // a step's own few tokens: not kept
+  EXPECT_GT(sim.run(10, 1).size(), 1u);
 }
 
 }  // namespace

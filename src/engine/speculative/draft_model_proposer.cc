@@ -21,6 +21,9 @@ DraftModelProposer::DraftModelProposer(const ModelSession& target, std::shared_p
     fail("the draft model's vocabulary ({} tokens) differs from the target's ({} tokens); speculative decoding "
          "needs a draft from the same family",
          d.size(), t.size());
+  if (target.loaded.weights && draft_->loaded.weights && target.loaded.weights->total_bytes() > 0)
+    relative_cost_ = static_cast<double>(draft_->loaded.weights->total_bytes()) /
+                     static_cast<double>(target.loaded.weights->total_bytes());
   if (target.config().vocab_size != draft_->config().vocab_size)
     fail("the draft model scores {} tokens and the target {}; they must agree", draft_->config().vocab_size,
          target.config().vocab_size);
@@ -152,6 +155,16 @@ void DraftModelProposer::propose(std::span<const ProposalRequest> requests, std:
     const int unused = kv_->num_tokens(r.id) - s.fed;
     if (unused > 0) kv_->rollback(r.id, unused);
   }
+}
+
+std::int64_t DraftModelProposer::backlog(std::span<const ProposalRequest> requests) const {
+  std::int64_t n = 0;
+  for (const ProposalRequest& r : requests) {
+    const auto it = states_.find(r.id);
+    const int computed = it == states_.end() ? 0 : it->second.computed;
+    n += std::max<std::int64_t>(0, static_cast<std::int64_t>(r.tokens.size()) - computed);
+  }
+  return n;
 }
 
 void DraftModelProposer::accepted(SequenceId id, int num_accepted) {

@@ -27,6 +27,10 @@ class DraftModelProposer : public Proposer {
   void propose(std::span<const ProposalRequest> requests, std::vector<std::vector<TokenId>>& out) override;
   void accepted(SequenceId id, int num_accepted) override;
   void release(SequenceId id) override;
+  std::int64_t backlog(std::span<const ProposalRequest> requests) const override;
+  // The draft's weight bytes over the target's: prefill is compute-bound,
+  // its cost follows the weights.
+  double relative_cost() const override { return relative_cost_; }
   KvCacheDType kv_dtype() const { return storage_->dtype(); }
 
  private:
@@ -39,6 +43,7 @@ class DraftModelProposer : public Proposer {
 
   std::shared_ptr<ModelSession> draft_;
   std::int64_t max_model_len_;
+  double relative_cost_ = 0.0;
   std::unique_ptr<KvStorage> storage_;
   std::unique_ptr<KvCacheManager> kv_;
   std::unique_ptr<ModelRunner> runner_;

@@ -4,6 +4,7 @@
 // verification rule simple and exact.
 #pragma once
 
+#include <cstdint>
 #include <span>
 #include <vector>
 
@@ -26,6 +27,13 @@ class Proposer {
   virtual void accepted(SequenceId id, int num_accepted) {}
   // The sequence finished or was preempted: forget what is kept for it.
   virtual void release(SequenceId id) {}
+  // Tokens it must feed before it can propose for these requests: those a
+  // draft model skipped while nothing was asked of it (a step adds one or
+  // two). A proposer that keeps no state has none.
+  virtual std::int64_t backlog(std::span<const ProposalRequest> requests) const { return 0; }
+  // What feeding it a token costs over what the target takes (0: free), the
+  // estimate of a catch-up's cost until one is measured.
+  virtual double relative_cost() const { return 0.0; }
 };
 
 }  // namespace folio

@@ -19,6 +19,17 @@ constexpr int kCostMemory = 8;
 // bucket, twice as long after each retry that changed nothing.
 constexpr std::int64_t kFirstExploreGap = 16;
 constexpr std::int64_t kLastExploreGap = 512;
+// A proposer is behind when it must feed more than this many tokens per
+// candidate before it can propose (a step adds one or two).
+constexpr std::int64_t kBehindTokens = 4;
+// A trial that needs a catch-up is made when the catch-up costs at most this
+// share of what proposals could save over the candidates' remaining steps.
+constexpr double kSwitchShare = 0.5;
+// The share of a step proposals could save where no batch this size or
+// smaller measured them, and the least assumed where one did (a retry must
+// stay possible: costs change).
+constexpr double kUnknownSaving = 0.5;
+constexpr double kLeastSaving = 0.05;
 
 double ratio(double hits, double trials, double prior, double weight) {
   return (hits + prior * weight) / (trials + weight);
@@ -40,7 +51,7 @@ int SpeculationController::bucket_of(int num_decoding) {
   return std::min(kNumBuckets - 1, static_cast<int>(std::bit_width(n - 1)));
 }
 
-int SpeculationController::choose(std::span<const SequenceId> candidates, int num_decoding) {
+int SpeculationController::choose(std::span<const SequenceId> candidates, int num_decoding, const Outlook& outlook) {
   bucket_ = bucket_of(num_decoding);
   choice_ = 0;
   if (!adaptive_) {
@@ -63,10 +74,12 @@ int SpeculationController::choose(std::span<const SequenceId> candidates, int nu
   // The first steps climb the ladder from no proposals up, each choice
   // tried once the one below it beat the one below that; where the climb
   // stops, the rest is left to exploration (trying 16 proposals where one
-  // already loses would cost more than it could teach).
+  // already loses would cost more than it could teach), or where the first
+  // proposals' catch-up would cost more than they could earn.
   for (std::size_t i = 0; i < ladder_.size(); ++i) {
     if (costs[i].num_samples > 0) continue;
     if (i >= 2 && rate(candidates, num_decoding, i - 1) <= rate(candidates, num_decoding, i - 2)) break;
+    if (i >= 1 && !worth_a_trial(candidates, num_decoding, outlook)) break;
     exploring_ = true;
     choice_ = i;
     return ladder_[i];
@@ -94,7 +107,7 @@ int SpeculationController::choose(std::span<const SequenceId> candidates, int nu
     if (upward_[bi] && best + 1 < ladder_.size()) n = best + 1;
     if (!upward_[bi] && best > 0) n = best - 1;
     if (n == best) n = best + 1 < ladder_.size() ? best + 1 : best - 1;
-    if (n != best && n < ladder_.size()) {
+    if (n != best && n < ladder_.size() && (n == 0 || worth_a_trial(candidates, num_decoding, outlook))) {
       choice_ = n;
       exploring_ = true;
     }
@@ -104,7 +117,12 @@ int SpeculationController::choose(std::span<const SequenceId> candidates, int nu
   return ladder_[choice_];
 }
 
-void SpeculationController::step_done(double seconds, bool decode_only) {
+void SpeculationController::step_done(double seconds, bool decode_only, std::int64_t prompt_tokens) {
+  if (!decode_only && prompt_tokens > 0) {
+    prompts_.seconds += seconds;
+    prompts_.tokens += static_cast<double>(prompt_tokens);
+  }
+  if (decode_only) last_step_seconds_ = seconds;
   if (bucket_ < 0) return;
   if (decode_only && adaptive_ && bucket_ == last_bucket_ && choice_ == last_choice_) {
     Cost& c = costs_[static_cast<std::size_t>(bucket_)][choice_];
@@ -118,6 +136,45 @@ void SpeculationController::step_done(double seconds, bool decode_only) {
   last_bucket_ = decode_only ? bucket_ : -1;
   last_choice_ = choice_;
   bucket_ = -1;
+}
+
+void SpeculationController::caught_up(std::int64_t tokens, int num_sequences, double seconds) {
+  if (tokens <= kBehindTokens * num_sequences) return;
+  catch_up_.seconds += seconds;
+  catch_up_.tokens += static_cast<double>(tokens);
+}
+
+bool SpeculationController::worth_a_trial(std::span<const SequenceId> candidates, int num_decoding,
+                                          const Outlook& outlook) const {
+  if (outlook.backlog_tokens <= kBehindTokens * static_cast<std::int64_t>(candidates.size())) return true;
+  double per_token = 0.0;
+  if (catch_up_.tokens > 0) {
+    per_token = catch_up_.seconds / catch_up_.tokens;
+  } else if (prompts_.tokens > 0) {
+    per_token = outlook.relative_cost * prompts_.seconds / prompts_.tokens;
+  }
+  const double switch_seconds = per_token * static_cast<double>(outlook.backlog_tokens);
+  if (switch_seconds <= 0.0) return true;
+  // What proposals could save: the largest share of a step they saved at
+  // this batch size or a smaller one (they earn less as batches grow and
+  // steps turn compute-bound), little where all of those found them losing.
+  const int b = bucket_of(num_decoding);
+  bool measured = false;
+  double saving = kLeastSaving;
+  for (int s = 0; s <= b; ++s) {
+    const std::vector<Cost>& costs = costs_[static_cast<std::size_t>(s)];
+    if (costs[0].num_samples == 0) continue;
+    const double base = rate_at(s, candidates, num_decoding, 0);
+    for (std::size_t i = 1; i < ladder_.size(); ++i) {
+      if (costs[i].num_samples == 0) continue;
+      measured = true;
+      saving = std::max(saving, 1.0 - base / rate_at(s, candidates, num_decoding, i));
+    }
+  }
+  if (!measured) saving = kUnknownSaving;
+  const Cost& none = costs_[static_cast<std::size_t>(b)][0];
+  const double step = none.num_samples > 0 ? none.seconds : last_step_seconds_;
+  return switch_seconds <= kSwitchShare * saving * step * outlook.remaining_steps;
 }
 
 void SpeculationController::decay(Acceptance& a) {
@@ -176,7 +233,12 @@ double SpeculationController::step_seconds(int num_decoding, int k) const {
 }
 
 double SpeculationController::rate(std::span<const SequenceId> candidates, int num_decoding, std::size_t choice) const {
-  const Cost& c = costs_[static_cast<std::size_t>(bucket_of(num_decoding))][choice];
+  return rate_at(bucket_of(num_decoding), candidates, num_decoding, choice);
+}
+
+double SpeculationController::rate_at(int bucket, std::span<const SequenceId> candidates, int num_decoding,
+                                      std::size_t choice) const {
+  const Cost& c = costs_[static_cast<std::size_t>(bucket)][choice];
   // Sequences that may not speculate emit one token whatever is chosen.
   double tokens = static_cast<double>(num_decoding - static_cast<int>(candidates.size()));
   for (SequenceId id : candidates) tokens += expected_tokens(id, ladder_[choice]);

@@ -21,12 +21,28 @@ class SpeculationController {
   // adaptive false: always max_tokens (the fixed policy).
   SpeculationController(int max_tokens, bool adaptive);
 
+  // What the first proposals after a stretch without any would cost beyond
+  // the step: a draft model feeds the tokens it skipped (its backlog) before
+  // it can propose. Trying proposals is worth that only if the candidates
+  // have steps enough left to earn it back.
+  struct Outlook {
+    std::int64_t backlog_tokens = 0;  // tokens the proposer must feed first, all candidates together
+    double remaining_steps = 0;       // decode steps the candidates have left, on average
+    double relative_cost = 0;         // a proposer's cost per token fed over the target's (0: free)
+  };
+
   // Proposals per sequence for a step with `num_decoding` decoding sequences,
   // of which `candidates` may speculate. 0: propose nothing this step.
-  int choose(std::span<const SequenceId> candidates, int num_decoding);
+  int choose(std::span<const SequenceId> candidates, int num_decoding, const Outlook& outlook = {});
   // The step just chosen for ran in `seconds`; `decode_only` when no prompt
-  // was fed in it (only those steps teach what a choice costs).
-  void step_done(double seconds, bool decode_only);
+  // was fed in it (only those steps teach what a choice costs). A step that
+  // fed `prompt_tokens` of prompts bounds what the target takes per token
+  // fed, the estimate of a catch-up's cost until one is measured.
+  void step_done(double seconds, bool decode_only, std::int64_t prompt_tokens = 0);
+  // The proposer fed a backlog of `tokens` for `num_sequences` (and made
+  // its proposals) in `seconds`: what catching up costs per token, at most
+  // (kept where the backlog is more than a step's few tokens).
+  void caught_up(std::int64_t tokens, int num_sequences, double seconds);
   // A sequence was asked for proposals and got `num_proposed` (an n-gram
   // lookup may find none); verification kept `num_accepted` of them.
   void proposed(SequenceId id, int num_proposed);
@@ -53,11 +69,20 @@ class SpeculationController {
     double seconds = 0;
     int num_samples = 0;
   };
+  // Seconds spent on so many tokens.
+  struct Throughput {
+    double seconds = 0;
+    double tokens = 0;
+  };
   // Batch sizes 1, 2, 3-4, 5-8, ... share a cost table.
   static constexpr int kNumBuckets = 12;
 
   static int bucket_of(int num_decoding);
   double rate(std::span<const SequenceId> candidates, int num_decoding, std::size_t choice) const;
+  double rate_at(int bucket, std::span<const SequenceId> candidates, int num_decoding, std::size_t choice) const;
+  // Whether proposals may be tried this step: free when the proposer is not
+  // behind, else when its catch-up costs less than what they could earn.
+  bool worth_a_trial(std::span<const SequenceId> candidates, int num_decoding, const Outlook& outlook) const;
   static void decay(Acceptance& a);
 
   int max_tokens_;
@@ -73,6 +98,9 @@ class SpeculationController {
   std::array<bool, kNumBuckets> upward_{};
   std::unordered_map<SequenceId, Acceptance> sequences_;
   Acceptance all_;
+  Throughput catch_up_;  // the proposer's catch-ups
+  Throughput prompts_;   // steps that fed prompts
+  double last_step_seconds_ = 0;
   // The step in flight, and the one before it: a cost is kept only when a
   // step repeats the previous choice, so one-off work at a switch (a draft
   // model catching up on the tokens it skipped) is not charged to it.
