@@ -15,21 +15,23 @@
 
 namespace folio {
 
+// What the first proposals after a stretch without any would cost beyond
+// the step: a draft model feeds the tokens it skipped (its backlog) before
+// it can propose. Trying proposals is worth that only if the candidates
+// have steps enough left to earn it back.
+struct SpeculationOutlook {
+  std::int64_t backlog_tokens = 0;  // tokens the proposer must feed first, all candidates together
+  double remaining_steps = 0;       // decode steps the candidates have left, on average
+  double relative_cost = 0;         // a proposer's cost per token fed over the target's (0: free)
+};
+
 class SpeculationController {
  public:
+  using Outlook = SpeculationOutlook;
+
   // max_tokens: the most proposals a step may make (--num-speculative-tokens).
   // adaptive false: always max_tokens (the fixed policy).
   SpeculationController(int max_tokens, bool adaptive);
-
-  // What the first proposals after a stretch without any would cost beyond
-  // the step: a draft model feeds the tokens it skipped (its backlog) before
-  // it can propose. Trying proposals is worth that only if the candidates
-  // have steps enough left to earn it back.
-  struct Outlook {
-    std::int64_t backlog_tokens = 0;  // tokens the proposer must feed first, all candidates together
-    double remaining_steps = 0;       // decode steps the candidates have left, on average
-    double relative_cost = 0;         // a proposer's cost per token fed over the target's (0: free)
-  };
 
   // Proposals per sequence for a step with `num_decoding` decoding sequences,
   // of which `candidates` may speculate. 0: propose nothing this step.
