@@ -168,13 +168,26 @@ TEST(SpeculationController, OnlyRepeatedDecodeStepsAreMeasured) {
 }
 
 TEST(SpeculationController, TheFirstClimbStopsWhereAChoiceLoses) {
-  // One proposal already loses: two, four and eight are not tried at first.
+  // One proposal already loses: two and four are not tried at first, the
+  // most (eight) gets one look.
   SpeculationController c(8, true);
   Simulation sim{c, 0.5, [](int, int k) { return 1.0 + 1.0 * k; }};
   const auto chosen = sim.run(15, 1);
-  EXPECT_EQ(chosen.at(0), 13);
+  EXPECT_EQ(chosen.at(0), 11);
   EXPECT_EQ(chosen.at(1), 2);
+  EXPECT_EQ(chosen.at(8), 2);
   EXPECT_LT(c.step_seconds(1, 2), 0.0);
+  EXPECT_LT(c.step_seconds(1, 4), 0.0);
+}
+
+TEST(SpeculationController, AFirstProposalThatLosesDoesNotHideMoreThatWin) {
+  // A draft model: a fixed cost for proposing at all (its catch-up on the
+  // verified tokens, a wider verification) and a little per proposal. One
+  // proposal at 0.85 loses (1.85 tokens for 2.0 s), four win (3.8 for 2.6).
+  SpeculationController c(4, true);
+  Simulation sim{c, 0.85, [](int, int k) { return k == 0 ? 1.0 : 1.8 + 0.2 * k; }};
+  sim.run(100, 1);
+  EXPECT_GE(sim.run(1000, 1)[4], 900);
 }
 
 TEST(SpeculationController, ADraftFarBehindIsTriedOnlyWhereItsCatchUpCanPay) {

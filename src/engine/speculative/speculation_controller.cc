@@ -73,16 +73,23 @@ int SpeculationController::choose(std::span<const SequenceId> candidates, int nu
   exploring_ = false;
   // The first steps climb the ladder from no proposals up, each choice
   // tried once the one below it beat the one below that; where the climb
-  // stops, the rest is left to exploration (trying 16 proposals where one
-  // already loses would cost more than it could teach), or where the first
-  // proposals' catch-up would cost more than they could earn.
+  // stops, the most proposals get one look (a draft model's first proposal
+  // carries costs the later ones share: one can lose where four win), and
+  // the rest is left to exploration (trying every choice where one already
+  // loses would cost more than it could teach). No trial is made where the
+  // first proposals' catch-up would cost more than they could earn.
   for (std::size_t i = 0; i < ladder_.size(); ++i) {
     if (costs[i].num_samples > 0) continue;
-    if (i >= 2 && rate(candidates, num_decoding, i - 1) <= rate(candidates, num_decoding, i - 2)) break;
-    if (i >= 1 && !worth_a_trial(candidates, num_decoding, outlook)) break;
+    std::size_t next = i;
+    if (i >= 2 && rate(candidates, num_decoding, i - 1) <= rate(candidates, num_decoding, i - 2)) {
+      const std::size_t top = ladder_.size() - 1;
+      if (costs[top].num_samples > 0) break;
+      next = top;
+    }
+    if (next >= 1 && !worth_a_trial(candidates, num_decoding, outlook)) break;
     exploring_ = true;
-    choice_ = i;
-    return ladder_[i];
+    choice_ = next;
+    return ladder_[next];
   }
   std::size_t best = 0;
   double best_rate = -1.0;
