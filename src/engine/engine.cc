@@ -254,6 +254,8 @@ void Engine::propose_drafts() {
   outlook.backlog_tokens = proposer_->backlog(requests);
   outlook.remaining_steps = remaining_steps / static_cast<double>(std::max<std::size_t>(1, candidates.size()));
   outlook.relative_cost = proposer_->relative_cost();
+  outlook.prompts_pending =
+      scheduler_->num_waiting() > 0 || scheduler_->num_running() > static_cast<int>(decoding.size());
   const int chosen = speculation_->choose(candidates, static_cast<int>(decoding.size()), outlook);
   if (chosen == 0) return;
   std::erase_if(requests, [&](ProposalRequest& r) {

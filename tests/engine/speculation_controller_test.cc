@@ -190,6 +190,20 @@ TEST(SpeculationController, AFirstProposalThatLosesDoesNotHideMoreThatWin) {
   EXPECT_GE(sim.run(1000, 1)[4], 900);
 }
 
+TEST(SpeculationController, StepsThatFeedPromptsMakeNoTrial) {
+  // While prompts are fed beside the decoding sequences (a batch filling
+  // up), a step's cost says nothing of the choice: nothing is tried, and
+  // once the climb has measured choices the best of them is kept.
+  SpeculationController c(4, true);
+  Simulation sim{c, 0.8, [](int, int k) { return 1.0 + 0.05 * k; }};
+  sim.outlook.prompts_pending = true;
+  EXPECT_EQ(sim.run(20, 1).at(0), 20);
+  sim.outlook.prompts_pending = false;
+  sim.run(20, 1);
+  sim.outlook.prompts_pending = true;
+  EXPECT_EQ(sim.run(100, 1).at(4), 100);
+}
+
 TEST(SpeculationController, ADraftFarBehindIsTriedOnlyWhereItsCatchUpCanPay) {
   // The target fed 1,000 prompt tokens in 10 s and the draft costs 0.3 of
   // it per token: a catch-up of 32 prompts of 100 tokens costs 9.6 s, more

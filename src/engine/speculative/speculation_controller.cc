@@ -61,8 +61,15 @@ int SpeculationController::choose(std::span<const SequenceId> candidates, int nu
   if (candidates.empty()) return 0;
   const int b = bucket_;
   const std::vector<Cost>& costs = costs_[static_cast<std::size_t>(b)];
-  const std::int64_t step = ++num_steps_[static_cast<std::size_t>(b)];
   trial_ = false;
+  if (outlook.prompts_pending) {
+    // The step will feed prompts too, so its cost teaches nothing: no
+    // trial, the best choice measured so far (none before any).
+    exploring_ = false;
+    choice_ = best_measured(candidates, num_decoding);
+    return ladder_[choice_];
+  }
+  const std::int64_t step = ++num_steps_[static_cast<std::size_t>(b)];
   if (exploring_ && last_bucket_ == b) {
     // The second step of a trial: the one whose cost is kept.
     exploring_ = false;
@@ -91,13 +98,7 @@ int SpeculationController::choose(std::span<const SequenceId> candidates, int nu
     choice_ = next;
     return ladder_[next];
   }
-  std::size_t best = 0;
-  double best_rate = -1.0;
-  for (std::size_t i = 0; i < ladder_.size(); ++i) {
-    if (costs[i].num_samples == 0) continue;
-    const double r = rate(candidates, num_decoding, i);
-    if (r > best_rate) best_rate = r, best = i;
-  }
+  const std::size_t best = best_measured(candidates, num_decoding);
   const auto bi = static_cast<std::size_t>(b);
   if (best != best_[bi]) {
     // The best choice moved: look around it soon again.
@@ -149,6 +150,18 @@ void SpeculationController::caught_up(std::int64_t tokens, int num_sequences, do
   if (tokens <= kBehindTokens * num_sequences) return;
   catch_up_.seconds += seconds;
   catch_up_.tokens += static_cast<double>(tokens);
+}
+
+std::size_t SpeculationController::best_measured(std::span<const SequenceId> candidates, int num_decoding) const {
+  const std::vector<Cost>& costs = costs_[static_cast<std::size_t>(bucket_of(num_decoding))];
+  std::size_t best = 0;
+  double best_rate = -1.0;
+  for (std::size_t i = 0; i < ladder_.size(); ++i) {
+    if (costs[i].num_samples == 0) continue;
+    const double r = rate(candidates, num_decoding, i);
+    if (r > best_rate) best_rate = r, best = i;
+  }
+  return best;
 }
 
 bool SpeculationController::worth_a_trial(std::span<const SequenceId> candidates, int num_decoding,

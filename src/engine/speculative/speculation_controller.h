@@ -23,6 +23,7 @@ struct SpeculationOutlook {
   std::int64_t backlog_tokens = 0;  // tokens the proposer must feed first, all candidates together
   double remaining_steps = 0;       // decode steps the candidates have left, on average
   double relative_cost = 0;         // a proposer's cost per token fed over the target's (0: free)
+  bool prompts_pending = false;     // the step will feed prompts too (its cost says nothing of the choice)
 };
 
 class SpeculationController {
@@ -82,6 +83,9 @@ class SpeculationController {
   static int bucket_of(int num_decoding);
   double rate(std::span<const SequenceId> candidates, int num_decoding, std::size_t choice) const;
   double rate_at(int bucket, std::span<const SequenceId> candidates, int num_decoding, std::size_t choice) const;
+  // The choice with the highest predicted rate among those measured at this
+  // batch size (0 where none is).
+  std::size_t best_measured(std::span<const SequenceId> candidates, int num_decoding) const;
   // Whether proposals may be tried this step: free when the proposer is not
   // behind, else when its catch-up costs less than what they could earn.
   bool worth_a_trial(std::span<const SequenceId> candidates, int num_decoding, const Outlook& outlook) const;
