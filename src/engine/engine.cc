@@ -248,7 +248,7 @@ void Engine::propose_drafts() {
     const int left = seq.params().max_tokens ? *seq.params().max_tokens - seq.num_output_tokens()
                                              : config_.max_model_len - static_cast<int>(tokens.size());
     remaining_steps += std::max(0, left);
-    requests.push_back({id, tokens, left - 1});
+    if (left - 1 > 0) requests.push_back({id, tokens, left - 1});
   }
   SpeculationController::Outlook outlook;
   outlook.backlog_tokens = proposer_->backlog(requests);
@@ -257,17 +257,12 @@ void Engine::propose_drafts() {
   outlook.prompts_pending =
       scheduler_->num_waiting() > 0 || scheduler_->num_running() > static_cast<int>(decoding.size());
   const int chosen = speculation_->choose(candidates, static_cast<int>(decoding.size()), outlook);
-  if (chosen == 0) return;
-  std::erase_if(requests, [&](ProposalRequest& r) {
-    r.max_tokens = std::min(r.max_tokens, chosen);
-    return r.max_tokens <= 0;
-  });
-  if (requests.empty()) return;
-  const std::int64_t backlog = proposer_->backlog(requests);
+  if (chosen == 0 || requests.empty()) return;
+  for (ProposalRequest& r : requests) r.max_tokens = std::min(r.max_tokens, chosen);
   const auto start = Clock::now();
   std::vector<std::vector<TokenId>> drafts;
   proposer_->propose(requests, drafts);
-  speculation_->caught_up(backlog, static_cast<int>(requests.size()), seconds(Clock::now() - start));
+  speculation_->caught_up(outlook.backlog_tokens, static_cast<int>(requests.size()), seconds(Clock::now() - start));
   for (std::size_t i = 0; i < requests.size(); ++i) {
     speculation_->proposed(requests[i].id, static_cast<int>(drafts[i].size()));
     if (!drafts[i].empty()) scheduler_->propose(requests[i].id, drafts[i]);

@@ -130,7 +130,6 @@ void SpeculationController::step_done(double seconds, bool decode_only, std::int
     prompts_.seconds += seconds;
     prompts_.tokens += static_cast<double>(prompt_tokens);
   }
-  if (decode_only) last_step_seconds_ = seconds;
   if (bucket_ < 0) return;
   if (decode_only && adaptive_ && bucket_ == last_bucket_ && choice_ == last_choice_) {
     Cost& c = costs_[static_cast<std::size_t>(bucket_)][choice_];
@@ -192,8 +191,8 @@ bool SpeculationController::worth_a_trial(std::span<const SequenceId> candidates
     }
   }
   if (!measured) saving = kUnknownSaving;
-  const Cost& none = costs_[static_cast<std::size_t>(b)][0];
-  const double step = none.num_samples > 0 ? none.seconds : last_step_seconds_;
+  // The climb measures no proposals before any, so a step's cost is known.
+  const double step = costs_[static_cast<std::size_t>(b)][0].seconds;
   return switch_seconds <= kSwitchShare * saving * step * outlook.remaining_steps;
 }
 

@@ -106,7 +106,6 @@ class SpeculationController {
   Acceptance all_;
   Throughput catch_up_;  // the proposer's catch-ups
   Throughput prompts_;   // steps that fed prompts
-  double last_step_seconds_ = 0;
   // The step in flight, and the one before it: a cost is kept only when a
   // step repeats the previous choice, so one-off work at a switch (a draft
   // model catching up on the tokens it skipped) is not charged to it.
