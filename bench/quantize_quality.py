@@ -5,8 +5,9 @@ The base is an F16 model dequantized from the packaged weights (`folio
 quantize MODEL base.gguf --type f16`). Each type is quantized from that base
 with the reference encoder's scales (--reference-scales: what the gguf package
 writes; q4_0 .. q8_0 only, the K types have no such encoder), with searched
-scales (the default: least squared error per block), and with --calibration
-on a text held apart from the evaluation text (the other licence texts of /usr/share/common-licenses and
+scales (the default: least squared error per block), with --calibration
+(each block's error weighted by its columns' activations; "calibrated") and,
+with --variants ... gptq, with --calibration --method gptq, on a text held apart from the evaluation text (the other licence texts of /usr/share/common-licenses and
 the project's grounded prompts; never GPL-3). Each result is compared with
 the base by `folio perplexity --kl-divergence` over the evaluation text
 (GPL-3, llama-perplexity's chunks of --ctx tokens): size, bits per weight,
@@ -14,6 +15,7 @@ perplexity and its change, mean KL divergence and how often the top token
 agrees. Prints a Markdown table.
 
     python3 bench/quantize_quality.py --model ~/.cache/folio/models/smollm2-135m-instruct-q4_1.gguf
+    python3 bench/quantize_quality.py --model ... --types q4_0 q4_k_m --variants calibrated gptq
 """
 from __future__ import annotations
 
@@ -64,6 +66,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--calibration-chunks", type=int, default=0, help="calibrate on at most this many windows")
     ap.add_argument("--chunks", type=int, default=0, help="evaluate at most this many windows (0: all)")
+    ap.add_argument("--variants", nargs="+", choices=["reference", "searched", "calibrated", "gptq"],
+                    default=["reference", "searched", "calibrated"],
+                    help="which encoders to measure (reference: the legacy types only)")
     ap.add_argument("--workdir", help="keep the files here (default: a temporary directory)")
     args = ap.parse_args()
 
@@ -81,16 +86,16 @@ def main() -> None:
         print("|---|---|---:|---:|---:|---:|---:|---:|---:|", flush=True)
         base_ppl = None
         for qtype in args.types:
-            variants = ["searched", "calibrated"]
-            if "_k" not in qtype:
-                variants.insert(0, "reference")
+            variants = [v for v in args.variants if v != "reference" or "_k" not in qtype]
             for variant in variants:
                 out = work / f"{qtype}-{variant}.gguf"
                 cmd = [args.folio, "quantize", str(base), str(out), "--type", qtype, "-t", str(args.threads)]
                 if variant == "reference":
                     cmd += ["--reference-scales"]
-                if variant == "calibrated":
+                if variant in ("calibrated", "gptq"):
                     cmd += ["--calibration", str(calib), "--calibration-chunks", str(args.calibration_chunks)]
+                if variant == "gptq":
+                    cmd += ["--method", "gptq"]
                 start = time.monotonic()
                 log = run(cmd)
                 seconds = time.monotonic() - start

@@ -13,6 +13,7 @@ debian_packages=(
   build-essential cmake ninja-build pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev libfmt-dev nlohmann-json3-dev libpcre2-dev libboost1.81-dev
+  libopenblas-dev  # GPTQ (folio quantize --method gptq): Cholesky factors and matrix products
   clang libclang-rt-14-dev
   python3-venv
   chromium chromium-driver firefox-esr  # the web page's browser tests (tests/python/test_web_page.py)

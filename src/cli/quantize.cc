@@ -21,6 +21,7 @@ struct QuantizeCliOptions {
   std::string output;
   std::string type;
   std::string calibration;
+  std::string method = "imatrix";
   std::int64_t calibration_ctx = 512;
   std::int64_t calibration_chunks = 0;
   std::vector<std::string> tensor_types;  // NAME=TYPE
@@ -53,6 +54,11 @@ void run(const QuantizeCliOptions& o) {
 
   QuantizeOptions options;
   options.recipe = *recipe;
+  if (o.method == "gptq") {
+    if (o.calibration.empty()) fail("--method gptq needs --calibration: GPTQ works from the activations of calibration text");
+    require_gptq();
+    options.method = QuantMethod::kGptq;
+  }
   options.threads = o.threads;
   options.reference_scales = o.reference_scales;
   options.overrides = parse_overrides(o.tensor_types);
@@ -86,7 +92,7 @@ void run(const QuantizeCliOptions& o) {
                             [tty](std::int64_t done, std::int64_t total, double ppl) {
       fmt::print(stderr, "{}calibrating: window {}/{}, perplexity {:.3f}{}", tty ? "\r" : "", done, total, ppl,
                  !tty || done == total ? "\n" : "");
-    });
+    }, options.method == QuantMethod::kGptq);
     fmt::print(stderr, "calibration: {} windows of {}, {} tokens, activation statistics of {} weights, {:.1f} s\n",
                calibration.windows, o.calibration, calibration.importance.tokens, calibration.importance.columns.size(),
                std::chrono::duration<double>(Clock::now() - calibration_start).count());
@@ -110,9 +116,9 @@ void run(const QuantizeCliOptions& o) {
   const QuantizeSummary s = quantize_gguf(in, o.output, options, print_plan);
   fmt::print(stderr,
              "{}: {:.1f} MiB of weights -> {:.1f} MiB ({:.2f} bits per weight), {:.1f} M parameters, "
-             "{} tensors weighted by calibration, {:.1f} s\n",
+             "{} tensors weighted by calibration ({} by GPTQ), {:.1f} s\n",
              o.output, mib(s.input_bytes), mib(s.output_bytes), s.bits_per_weight(),
-             static_cast<double>(s.parameters) / 1e6, s.weighted,
+             static_cast<double>(s.parameters) / 1e6, s.weighted, s.gptq,
              std::chrono::duration<double>(Clock::now() - start).count());
 }
 
@@ -128,6 +134,10 @@ void add_quantize(CLI::App& app) {
       ->required();
   cmd->add_option("--calibration", o->calibration,
                   "Text file: weight each block's rounding error by the activations this text produces");
+  cmd->add_option("--method", o->method,
+                  "With --calibration: imatrix (each block's error weighted by its columns' activations) or gptq "
+                  "(each column's error compensated in the columns after it, GPTQ)")
+      ->check(CLI::IsMember({"imatrix", "gptq"}));
   cmd->add_option("--calibration-ctx", o->calibration_ctx, "Tokens per calibration window");
   cmd->add_option("--calibration-chunks", o->calibration_chunks, "Calibrate on at most this many windows (0: all)");
   cmd->add_option("--tensor-type", o->tensor_types, "NAME=TYPE: force one tensor's type (repeatable)");

@@ -1,5 +1,7 @@
 #include "engine/calibration.h"
 
+#include <algorithm>
+#include <memory>
 #include <unordered_map>
 #include <vector>
 
@@ -8,15 +10,38 @@
 namespace folio {
 namespace {
 
-// Sums x^2 per input column of each weight, keyed by the weight's storage.
+// Sums x^2 per input column of each weight, keyed by the weight's storage,
+// and where asked the whole x x^T of each weight's input.
 class ActivationSquares final : public MatmulObserver {
  public:
   struct Sums {
     std::vector<double> squares;
     std::int64_t rows = 0;
+    // Shared by the weights that read the same input (q, k and v; gate and
+    // up), summed by the first of them.
+    std::shared_ptr<InputCovariance> covariance;
+    bool sums_covariance = false;
   };
 
+  explicit ActivationSquares(bool covariances) : covariances_(covariances) {}
+
   void on_matmul(const Tensor& w, const Tensor& x) override {
+    add_squares(w, x);
+    if (covariances_) add_covariance(sums_[w.data], x);
+  }
+
+  // A stacked expert weight gets one set of sums over the rows of all its
+  // experts (its columns are the same inputs), kept under the whole tensor;
+  // no covariance (GPTQ quantizes 2-D weights).
+  void on_expert_matmul(const Tensor& w, const Tensor& x, const Tensor& offsets) override { add_squares(w, x); }
+
+  const Sums* find(const void* weight) const {
+    auto it = sums_.find(weight);
+    return it == sums_.end() ? nullptr : &it->second;
+  }
+
+ private:
+  void add_squares(const Tensor& w, const Tensor& x) {
     FOLIO_CHECK(x.dtype == DType::F32 && x.device == Device::kCpu);  // a host copy (ObservingBackend)
     const std::int64_t cols = x.cols(), rows = x.rows();
     Sums& s = sums_[w.data];
@@ -29,24 +54,36 @@ class ActivationSquares final : public MatmulObserver {
     s.rows += rows;
   }
 
-  // A stacked expert weight gets one set of sums over the rows of all its
-  // experts (its columns are the same inputs), kept under the whole tensor.
-  void on_expert_matmul(const Tensor& w, const Tensor& x, const Tensor& offsets) override { on_matmul(w, x); }
-
-  const Sums* find(const void* weight) const {
-    auto it = sums_.find(weight);
-    return it == sums_.end() ? nullptr : &it->second;
+  // A weight's first input decides whether it shares the covariance of the
+  // weight just before it: the same bytes, the same input.
+  void add_covariance(Sums& s, const Tensor& x) {
+    const auto* data = static_cast<const std::uint8_t*>(x.data);
+    if (!s.covariance) {
+      if (last_covariance_ && last_covariance_->cols == x.cols() && last_x_.size() == x.bytes() &&
+          std::equal(last_x_.begin(), last_x_.end(), data)) {
+        s.covariance = last_covariance_;
+      } else {
+        s.covariance = std::make_shared<InputCovariance>();
+        s.covariance->cols = x.cols();
+        s.sums_covariance = true;
+      }
+    }
+    if (s.sums_covariance) accumulate_covariance(*s.covariance, static_cast<const float*>(x.data), x.rows());
+    last_x_.assign(data, data + x.bytes());
+    last_covariance_ = s.covariance;
   }
 
- private:
+  bool covariances_;
   std::unordered_map<const void*, Sums> sums_;
+  std::vector<std::uint8_t> last_x_;  // the previous matmul's input
+  std::shared_ptr<InputCovariance> last_covariance_;
 };
 
 }  // namespace
 
 CalibrationResult calibrate(ModelSessionOptions session_options, const std::string& text, PerplexityOptions windows,
-                            const PerplexityProgress& progress) {
-  ActivationSquares squares;
+                            const PerplexityProgress& progress, bool covariances) {
+  ActivationSquares squares(covariances);
   session_options.matmul_observer = &squares;
   std::shared_ptr<ModelSession> session = open_model_session(session_options);
   const std::vector<TokenId> tokens = session->tokenizer->encode(text, /*add_special=*/true, /*parse_special=*/false);
@@ -66,6 +103,7 @@ CalibrationResult calibrate(ModelSessionOptions session_options, const std::stri
     mean.resize(s->squares.size());
     for (std::size_t c = 0; c < mean.size(); ++c)
       mean[c] = static_cast<float>(s->squares[c] / static_cast<double>(s->rows));
+    if (s->covariance) result.importance.covariances[name] = s->covariance;
   }
   result.importance.tokens = ppl.num_chunks * windows.ctx;
   return result;

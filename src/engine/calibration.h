@@ -20,8 +20,10 @@ struct CalibrationResult {
 
 // Opens the model of session_options with an observer on its matmuls and
 // runs it over text in the windows of `windows` (llama-perplexity's chunks;
-// a ctx larger than half the text is reduced to fit).
+// a ctx larger than half the text is reduced to fit). With covariances, also
+// the second moments of every 2-D weight's input, for GPTQ (model/gptq.h):
+// cols^2 floats per distinct input, gigabytes for a 1.5B model.
 CalibrationResult calibrate(ModelSessionOptions session_options, const std::string& text, PerplexityOptions windows,
-                            const PerplexityProgress& progress = {});
+                            const PerplexityProgress& progress = {}, bool covariances = false);
 
 }  // namespace folio

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "model/gguf_writer.h"
+#include "tensor/code_layout.h"
 #include "tensor/quantize.h"
 
 namespace folio {
@@ -22,6 +23,7 @@ constexpr QuantRecipe kRecipes[] = {
     {"bf16", DType::BF16, 32, Mix::kPure},   {"q8_0", DType::Q8_0, 7, Mix::kPure},
     {"q4_0", DType::Q4_0, 2, Mix::kSmall},   {"q4_1", DType::Q4_1, 3, Mix::kSmall},
     {"q5_0", DType::Q5_0, 8, Mix::kSmall},   {"q5_1", DType::Q5_1, 9, Mix::kSmall},
+    {"q3_k_s", DType::Q3_K, 11, Mix::kSmall}, {"q3_k_m", DType::Q3_K, 12, Mix::kMedium},
     {"q4_k_s", DType::Q4_K, 14, Mix::kSmall}, {"q4_k_m", DType::Q4_K, 15, Mix::kMedium},
     {"q5_k_s", DType::Q5_K, 16, Mix::kSmall}, {"q5_k_m", DType::Q5_K, 17, Mix::kMedium},
     {"q6_k", DType::Q6_K, 18, Mix::kPure},
@@ -31,7 +33,7 @@ constexpr QuantRecipe kRecipes[] = {
 
 // Names that mean the same as a recipe above.
 constexpr std::pair<std::string_view, std::string_view> kAliases[] = {
-    {"q4_k", "q4_k_m"}, {"q5_k", "q5_k_m"}};
+    {"q3_k", "q3_k_m"}, {"q4_k", "q4_k_m"}, {"q5_k", "q5_k_m"}};
 
 bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
@@ -62,6 +64,8 @@ DType fit_row(DType type, std::int64_t row, std::string& why) {
   if (fits(type)) return type;
   DType fallback = DType::F16;
   switch (type) {
+    case DType::Q2_K:
+    case DType::Q3_K: fallback = DType::IQ4_NL; break;
     case DType::Q4_K: fallback = DType::Q5_0; break;
     case DType::Q5_K: fallback = DType::Q5_1; break;
     case DType::Q6_K: fallback = DType::Q8_0; break;
@@ -72,6 +76,19 @@ DType fit_row(DType type, std::int64_t row, std::string& why) {
   if (!fits(fallback)) fallback = DType::F16;
   why = fmt::format("rows of {} are not whole {}-element blocks of {}", row, info(type).block_elems, name(type));
   return fallback;
+}
+
+// The covariance GPTQ quantizes t with under o, or nullptr where t takes
+// the block-by-block encoder.
+const InputCovariance* gptq_covariance(const QuantizeOptions& o, const GgufTensorInfo& t, const TensorQuantPlan& p) {
+  if (o.method != QuantMethod::kGptq || o.importance == nullptr || t.num_dims != 2 || t.name == "token_embd.weight" ||
+      code_layout(p.to) == nullptr)
+    return nullptr;
+  auto it = o.importance->covariances.find(t.name);
+  if (it == o.importance->covariances.end()) return nullptr;
+  if (it->second->cols != t.shape[0])
+    fail("the input covariance of {} has {} columns; the tensor has {}", t.name, it->second->cols, t.shape[0]);
+  return it->second.get();
 }
 
 }  // namespace
@@ -125,10 +142,19 @@ std::vector<TensorQuantPlan> plan_quantization(const std::vector<TensorToPlan>& 
       p.why = tied ? "the tied embedding is also the output projection" : "the output projection";
     } else if (o.recipe.mix == Mix::kMedium &&
                (ends_with(t.name, ".attn_v.weight") || ends_with(t.name, ".ffn_down.weight") ||
-                ends_with(t.name, ".ffn_down_exps.weight")) &&
-               gets_more_bits(layer_of(t.name), num_layers)) {
-      to = DType::Q6_K;
-      p.why = fmt::format("{} mix: more bits in layer {}", o.recipe.name, layer_of(t.name));
+                ends_with(t.name, ".ffn_down_exps.weight"))) {
+      // A 3-bit medium mix gives these 4 bits everywhere and 5 in the
+      // layers others give 6 (about as llama.cpp's q3_k_m does).
+      if (gets_more_bits(layer_of(t.name), num_layers)) {
+        to = base == DType::Q3_K ? DType::Q5_K : DType::Q6_K;
+        p.why = fmt::format("{} mix: more bits in layer {}", o.recipe.name, layer_of(t.name));
+      } else if (base == DType::Q3_K) {
+        to = DType::Q4_K;
+        p.why = fmt::format("{} mix: attention values and FFN down at 4 bits", o.recipe.name);
+      }
+    } else if (o.recipe.mix == Mix::kMedium && base == DType::Q3_K && ends_with(t.name, ".attn_output.weight")) {
+      to = DType::Q4_K;
+      p.why = fmt::format("{} mix: attention output at 4 bits", o.recipe.name);
     }
     if (auto it = o.overrides.find(t.name); it != o.overrides.end()) {
       to = it->second;
@@ -199,6 +225,21 @@ QuantizeSummary quantize_gguf(const GgufFile& in, const std::string& out_path, c
     if (!is_float(p.from)) ++summary.requantized;
     const std::size_t in_row = static_cast<std::size_t>(row_bytes(p.from, cols));
     const std::size_t out_row = static_cast<std::size_t>(row_bytes(p.to, cols));
+    if (const InputCovariance* h = gptq_covariance(o, t, p)) {
+      // The whole tensor at once: GPTQ's error reaches every later column.
+      std::vector<float> w(static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols));
+      pool.parallel_for(rows, [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t r = begin; r < end; ++r)
+          dequantize_row(p.from, t.data + static_cast<std::size_t>(r) * in_row, w.data() + static_cast<std::size_t>(r * cols), cols);
+      }, 8);
+      out.resize(static_cast<std::size_t>(rows) * out_row);
+      gptq_quantize(p.to, w.data(), rows, cols, *h, out.data(), pool);
+      writer.write_tensor_data(t.name, out);
+      ++summary.gptq;
+      summary.output_bytes += static_cast<std::uint64_t>(rows) * out_row;
+      if (progress) progress(i, tensors.size(), p);
+      continue;
+    }
     // Rows in pieces of about 16 MiB of output, so memory stays bounded.
     const std::int64_t piece = std::max<std::int64_t>(1, static_cast<std::int64_t>((16u << 20) / std::max<std::size_t>(out_row, 1)));
     for (std::int64_t first = 0; first < rows; first += piece) {

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "model/gguf_file.h"
+#include "model/gptq.h"
 #include "tensor/dtype.h"
 
 namespace folio {
@@ -35,6 +37,9 @@ std::vector<std::string> quant_recipe_names();
 // over the calibration tokens.
 struct ImportanceMatrix {
   std::unordered_map<std::string, std::vector<float>> columns;
+  // The whole second moments of each 2-D weight's input, where calibration
+  // collected them (for GPTQ); weights that read the same input share one.
+  std::unordered_map<std::string, std::shared_ptr<const InputCovariance>> covariances;
   std::int64_t tokens = 0;  // calibration tokens seen
 };
 
@@ -46,8 +51,16 @@ struct TensorQuantPlan {
   std::string why;  // why `to` differs from the recipe's base type, or empty
 };
 
+// How codes are chosen. kImatrix: each block on its own, its squared error
+// weighted by the importance (or uniform). kGptq: GPTQ (model/gptq.h) for
+// every 2-D weight with a covariance in the importance, except the token
+// embedding (its rows are also read as embeddings, where GPTQ's error
+// spreading does not apply); the rest as kImatrix.
+enum class QuantMethod { kImatrix, kGptq };
+
 struct QuantizeOptions {
   QuantRecipe recipe;
+  QuantMethod method = QuantMethod::kImatrix;
   // Tensor types forced by name (exact names), over the recipe's choice.
   std::unordered_map<std::string, DType> overrides;
   const ImportanceMatrix* importance = nullptr;
@@ -81,6 +94,7 @@ struct QuantizeSummary {
   std::int64_t parameters = 0;
   std::int64_t requantized = 0;    // tensors whose input was already quantized
   std::int64_t weighted = 0;       // tensors quantized with importance
+  std::int64_t gptq = 0;           // of those, tensors quantized by GPTQ
   double bits_per_weight() const {
     return parameters > 0 ? 8.0 * static_cast<double>(output_bytes) / static_cast<double>(parameters) : 0.0;
   }
