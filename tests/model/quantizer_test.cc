@@ -129,6 +129,31 @@ TEST(QuantizerPlan, MediumMixProtectsOutputAndSomeLayers) {
   EXPECT_EQ(q8["blk.3.ffn_down.weight"].to, DType::Q8_0);
 }
 
+// q3_k_m gives attention values and FFN down 4 bits, and 5 in the layers
+// q4_k_m gives 6; rows that are not whole 256-blocks fall back from Q3_K to
+// IQ4_NL (as llama.cpp does), from Q4_K to Q5_0 and from Q5_K to Q5_1.
+TEST(QuantizerPlan, ThreeBitMixes) {
+  EXPECT_EQ(parse_quant_recipe("q3_k")->name, "q3_k_m");
+  EXPECT_EQ(parse_quant_recipe("q3_k_s")->file_type, 11u);
+  EXPECT_EQ(parse_quant_recipe("q3_k_m")->file_type, 12u);
+  TempPath path;
+  write_model(path.str(), eight_layers(/*with_output=*/true));
+  const GgufFile f = GgufFile::open(path.str());
+  auto plan = plan_by_name(f, recipe("q3_k_m"));
+  EXPECT_EQ(plan["output.weight"].to, DType::Q6_K);
+  const std::vector<int> more_bits = {0, 3, 6, 7};
+  for (int l = 0; l < 8; ++l) {
+    const bool more = std::find(more_bits.begin(), more_bits.end(), l) != more_bits.end();
+    EXPECT_EQ(plan[fmt::format("blk.{}.attn_v.weight", l)].to, more ? DType::Q5_K : DType::Q4_K) << l;
+    EXPECT_EQ(plan[fmt::format("blk.{}.attn_q.weight", l)].to, DType::Q3_K) << l;
+    EXPECT_EQ(plan[fmt::format("blk.{}.ffn_down.weight", l)].to, more ? DType::Q5_1 : DType::Q5_0) << l;
+  }
+  auto small = plan_by_name(f, recipe("q3_k_s"));
+  EXPECT_EQ(small["blk.1.attn_v.weight"].to, DType::Q3_K);
+  EXPECT_EQ(small["blk.1.ffn_down.weight"].to, DType::IQ4_NL);
+  EXPECT_EQ(small["output.weight"].to, DType::Q6_K);
+}
+
 TEST(QuantizerPlan, TiedEmbeddingIsTreatedAsTheOutput) {
   TempPath path;
   write_model(path.str(), eight_layers(/*with_output=*/false));
