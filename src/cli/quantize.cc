@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <set>
 
@@ -11,6 +12,8 @@
 #include "core/error.h"
 #include "core/read_file.h"
 #include "engine/calibration.h"
+#include "model/awq.h"
+#include "model/linalg.h"
 #include "model/quantizer.h"
 
 namespace folio::cli {
@@ -54,11 +57,13 @@ void run(const QuantizeCliOptions& o) {
 
   QuantizeOptions options;
   options.recipe = *recipe;
-  if (o.method == "gptq") {
-    if (o.calibration.empty()) fail("--method gptq needs --calibration: GPTQ works from the activations of calibration text");
-    require_gptq();
-    options.method = QuantMethod::kGptq;
+  const bool covariances = o.method == "gptq" || o.method == "awq";
+  if (covariances) {
+    if (o.calibration.empty())
+      fail("--method {} needs --calibration: it works from the activations of calibration text", o.method);
+    linalg::require();
   }
+  if (o.method == "gptq") options.method = QuantMethod::kGptq;
   options.threads = o.threads;
   options.reference_scales = o.reference_scales;
   options.overrides = parse_overrides(o.tensor_types);
@@ -92,11 +97,32 @@ void run(const QuantizeCliOptions& o) {
                             [tty](std::int64_t done, std::int64_t total, double ppl) {
       fmt::print(stderr, "{}calibrating: window {}/{}, perplexity {:.3f}{}", tty ? "\r" : "", done, total, ppl,
                  !tty || done == total ? "\n" : "");
-    }, options.method == QuantMethod::kGptq);
+    }, covariances);
     fmt::print(stderr, "calibration: {} windows of {}, {} tokens, activation statistics of {} weights, {:.1f} s\n",
                calibration.windows, o.calibration, calibration.importance.tokens, calibration.importance.columns.size(),
                std::chrono::duration<double>(Clock::now() - calibration_start).count());
     options.importance = &calibration.importance;
+  }
+  AwqScales awq;
+  if (o.method == "awq") {
+    const auto search_start = Clock::now();
+    ThreadPool pool(o.threads);
+    awq = search_awq_scales(in, plan, calibration.importance, pool);
+    calibration.importance.covariances.clear();  // gigabytes, needed no more
+    std::vector<double> alphas;
+    double error = 0.0, unscaled = 0.0;
+    for (const AwqGroup& g : awq.groups) {
+      alphas.push_back(g.alpha);
+      error += g.error;
+      unscaled += g.unscaled;
+    }
+    std::sort(alphas.begin(), alphas.end());
+    fmt::print(stderr, "AWQ: {} groups searched, {} scaled (median alpha {:.3f}), calibration output error {:+.1f}% "
+               "against unscaled, {:.1f} s\n", awq.groups.size(),
+               std::count_if(alphas.begin(), alphas.end(), [](double a) { return a > 0.0; }),
+               alphas.empty() ? 0.0 : alphas[alphas.size() / 2], unscaled > 0.0 ? 100.0 * (error / unscaled - 1.0) : 0.0,
+               std::chrono::duration<double>(Clock::now() - search_start).count());
+    options.awq = &awq;
   }
 
   auto print_plan = [&](std::size_t i, std::size_t count, const TensorQuantPlan& p) {
@@ -116,9 +142,9 @@ void run(const QuantizeCliOptions& o) {
   const QuantizeSummary s = quantize_gguf(in, o.output, options, print_plan);
   fmt::print(stderr,
              "{}: {:.1f} MiB of weights -> {:.1f} MiB ({:.2f} bits per weight), {:.1f} M parameters, "
-             "{} tensors weighted by calibration ({} by GPTQ), {:.1f} s\n",
+             "{} tensors weighted by calibration ({} by GPTQ, {} rescaled by AWQ), {:.1f} s\n",
              o.output, mib(s.input_bytes), mib(s.output_bytes), s.bits_per_weight(),
-             static_cast<double>(s.parameters) / 1e6, s.weighted, s.gptq,
+             static_cast<double>(s.parameters) / 1e6, s.weighted, s.gptq, s.awq_scaled,
              std::chrono::duration<double>(Clock::now() - start).count());
 }
 
@@ -135,9 +161,10 @@ void add_quantize(CLI::App& app) {
   cmd->add_option("--calibration", o->calibration,
                   "Text file: weight each block's rounding error by the activations this text produces");
   cmd->add_option("--method", o->method,
-                  "With --calibration: imatrix (each block's error weighted by its columns' activations) or gptq "
-                  "(each column's error compensated in the columns after it, GPTQ)")
-      ->check(CLI::IsMember({"imatrix", "gptq"}));
+                  "With --calibration: imatrix (each block's error weighted by its columns' activations), gptq "
+                  "(each column's error compensated in the columns after it, GPTQ) or awq (salient input channels "
+                  "scaled up, the inverse folded into the norm or matrix before, AWQ)")
+      ->check(CLI::IsMember({"imatrix", "gptq", "awq"}));
   cmd->add_option("--calibration-ctx", o->calibration_ctx, "Tokens per calibration window");
   cmd->add_option("--calibration-chunks", o->calibration_chunks, "Calibrate on at most this many windows (0: all)");
   cmd->add_option("--tensor-type", o->tensor_types, "NAME=TYPE: force one tensor's type (repeatable)");

@@ -6,48 +6,15 @@
 #include <limits>
 
 #include "core/error.h"
+#include "model/linalg.h"
 #include "tensor/code_layout.h"
 #include "tensor/quantize.h"
 
-#ifdef FOLIO_HAVE_OPENBLAS
-#include <cblas.h>
-#include <f77blas.h>
-#endif
-
 namespace folio {
-
-#ifdef FOLIO_HAVE_OPENBLAS
-
-bool gptq_available() { return true; }
-void require_gptq() {}
 
 namespace {
 
 using Index = std::size_t;
-
-// The upper-triangular U with U^T U = H^-1 ([n, n], row-major), the factor
-// whose rows say how column j's error spreads over the columns after it. With
-// J the reversal, J H J = L L^T gives H = M M^T for the upper M = J L J, so
-// U = M^-1 = J L^-1 J: one Cholesky factor and one triangular inverse.
-// Returns false where H is not positive definite.
-bool inverse_factor(std::vector<float>& h, std::int64_t n) {
-  const Index size = static_cast<Index>(n);
-  std::vector<float> reversed(size * size);
-  for (Index i = 0; i < size; ++i)
-    for (Index j = 0; j < size; ++j) reversed[i * size + j] = h[(size - 1 - i) * size + (size - 1 - j)];
-  // LAPACK is column-major: its upper factor of the (symmetric) matrix is,
-  // read row-major, the lower L; its inverse likewise L^-1.
-  char upper = 'U', non_unit = 'N';
-  blasint dim = static_cast<blasint>(n), info = 0;
-  spotrf_(&upper, &dim, reversed.data(), &dim, &info);
-  if (info != 0) return false;
-  strtri_(&upper, &non_unit, &dim, reversed.data(), &dim, &info);
-  if (info != 0) return false;
-  for (Index i = 0; i < size; ++i)
-    for (Index j = 0; j < size; ++j)
-      h[i * size + j] = j >= i ? reversed[(size - 1 - i) * size + (size - 1 - j)] : 0.0f;
-  return true;
-}
 
 // One row's columns [begin, end) of a lazy batch: quantizes each in turn
 // and spreads its error over the batch's later columns. err[j - begin] gets
@@ -90,15 +57,13 @@ void quantize_batch_row(const CodeLayout& layout, float* w, const float* u, std:
 void accumulate_covariance(InputCovariance& h, const float* x, std::int64_t rows) {
   FOLIO_CHECK(h.cols > 0 && rows >= 0);
   h.sum.resize(static_cast<Index>(h.cols) * static_cast<Index>(h.cols), 0.0f);
-  if (rows == 0) return;
-  const auto cols = static_cast<blasint>(h.cols);
-  cblas_ssyrk(CblasRowMajor, CblasUpper, CblasTrans, cols, static_cast<blasint>(rows), 1.0f, x, cols, 1.0f,
-              h.sum.data(), cols);
+  linalg::add_gram(h.sum.data(), x, rows, h.cols);
   h.rows += rows;
 }
 
 void gptq_quantize(DType type, float* w, std::int64_t rows, std::int64_t cols, const InputCovariance& h,
                    std::uint8_t* dst, ThreadPool& pool, const GptqOptions& options) {
+  linalg::require();
   const CodeLayout* layout = code_layout(type);
   if (layout == nullptr) fail("GPTQ cannot write {}: its elements are not codes under block scales", name(type));
   const std::int64_t n = layout->block_elems;
@@ -129,7 +94,7 @@ void gptq_quantize(DType type, float* w, std::int64_t rows, std::int64_t cols, c
   for (int attempt = 0;; ++attempt) {
     u = hm;
     for (Index i = 0; i < size; ++i) u[i * size + i] += static_cast<float>(damp * mean_diagonal);
-    if (inverse_factor(u, cols)) break;
+    if (linalg::inverse_upper_factor(u, cols)) break;
     if (attempt == 4) fail("GPTQ: the input covariance is not positive definite even damped by {}", damp);
     damp *= 10.0;
   }
@@ -149,33 +114,9 @@ void gptq_quantize(DType type, float* w, std::int64_t rows, std::int64_t cols, c
                            err.data() + static_cast<Index>(r) * static_cast<Index>(width));
     });
     // w[:, end:] -= err * U[begin:end, end:]
-    if (end < cols)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(rows), static_cast<blasint>(cols - end),
-                  static_cast<blasint>(width), -1.0f, err.data(), static_cast<blasint>(width),
-                  u.data() + static_cast<Index>(begin) * size + static_cast<Index>(end), static_cast<blasint>(cols), 1.0f,
-                  w + end, static_cast<blasint>(cols));
+    linalg::subtract_product(rows, cols - end, width, err.data(), width, u.data() + static_cast<Index>(begin) * size + static_cast<Index>(end),
+                             cols, w + end, cols);
   }
 }
-
-#else  // no OpenBLAS
-
-bool gptq_available() { return false; }
-
-namespace {
-[[noreturn]] void no_openblas() {
-  fail("this folio was built without OpenBLAS, which GPTQ needs; install Debian's libopenblas-dev "
-       "(scripts/setup.sh does) and rebuild");
-}
-}  // namespace
-
-void require_gptq() { no_openblas(); }
-void accumulate_covariance(InputCovariance&, const float*, std::int64_t) { no_openblas(); }
-
-void gptq_quantize(DType, float*, std::int64_t, std::int64_t, const InputCovariance&, std::uint8_t*, ThreadPool&,
-                   const GptqOptions&) {
-  no_openblas();
-}
-
-#endif
 
 }  // namespace folio

@@ -27,12 +27,6 @@ struct InputCovariance {
 // Adds x ([rows, h.cols], row-major) to h.
 void accumulate_covariance(InputCovariance& h, const float* x, std::int64_t rows);
 
-// Whether this build has GPTQ: it needs OpenBLAS for its Cholesky factor
-// and matrix products (a build from a dependency kit may have none).
-bool gptq_available();
-// Throws an Error that says what to install where gptq_available() is false.
-void require_gptq();
-
 struct GptqOptions {
   // Added to the diagonal as a fraction of its mean, so the factorisation
   // exists when some inputs are (nearly) linearly dependent.
@@ -43,7 +37,7 @@ struct GptqOptions {
 // `type` into dst (rows rows of row_bytes(type, cols)), minimising
 // sum over the calibration rows x of |(w - decoded) x|^2. cols must be whole
 // blocks of type and h must have cols columns. Throws an Error where the
-// build has no GPTQ or the type has no code layout.
+// build has no OpenBLAS (linalg::available()) or the type has no code layout.
 void gptq_quantize(DType type, float* w, std::int64_t rows, std::int64_t cols, const InputCovariance& h,
                    std::uint8_t* dst, ThreadPool& pool, const GptqOptions& options = {});
 

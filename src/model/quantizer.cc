@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "model/awq.h"
 #include "model/gguf_writer.h"
 #include "tensor/code_layout.h"
 #include "tensor/quantize.h"
@@ -76,6 +77,14 @@ DType fit_row(DType type, std::int64_t row, std::string& why) {
   if (!fits(fallback)) fallback = DType::F16;
   why = fmt::format("rows of {} are not whole {}-element blocks of {}", row, info(type).block_elems, name(type));
   return fallback;
+}
+
+// The scales AWQ gives tensor `name` in the map `which` of o, or nullptr.
+const std::vector<float>* find_scales(const AwqScales* awq, std::unordered_map<std::string, std::vector<float>> AwqScales::*which,
+                                      const std::string& name) {
+  if (awq == nullptr) return nullptr;
+  auto it = (awq->*which).find(name);
+  return it == (awq->*which).end() ? nullptr : &it->second;
 }
 
 // The covariance GPTQ quantizes t with under o, or nullptr where t takes
@@ -180,6 +189,7 @@ std::vector<TensorQuantPlan> plan_quantization(const std::vector<TensorToPlan>& 
 QuantizeSummary quantize_gguf(const GgufFile& in, const std::string& out_path, const QuantizeOptions& o,
                               const QuantizeProgress& progress) {
   const std::vector<TensorQuantPlan> plans = plan_quantization(in, o);
+  if (o.awq != nullptr && o.method == QuantMethod::kGptq) fail("AWQ scales and GPTQ are two methods: choose one");
   GgufWriter writer;
   for (const auto& [key, value] : in.metadata()) writer.set(key, GgufMetaValue::from(value));
   writer.set("general.file_type", GgufMetaValue::u32(o.recipe.file_type));
@@ -199,6 +209,20 @@ QuantizeSummary quantize_gguf(const GgufFile& in, const std::string& out_path, c
     const TensorQuantPlan& p = plans[i];
     summary.input_bytes += t.size_bytes;
     summary.parameters += t.num_elements;
+    const std::vector<float>* column_scales = find_scales(o.awq, &AwqScales::columns, t.name);
+    const std::vector<float>* row_scales = find_scales(o.awq, &AwqScales::rows, t.name);
+    if (column_scales != nullptr || row_scales != nullptr) ++summary.awq_scaled;
+    if (p.to == p.from && row_scales != nullptr) {
+      // A norm AWQ folded 1/s into.
+      FOLIO_CHECK(t.type == DType::F32 && t.num_dims == 1 && static_cast<std::int64_t>(row_scales->size()) == t.shape[0]);
+      std::vector<float> v(row_scales->size());
+      std::memcpy(v.data(), t.data, t.size_bytes);
+      for (std::size_t c = 0; c < v.size(); ++c) v[c] *= (*row_scales)[c];
+      writer.write_tensor_data(t.name, std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(v.data()), t.size_bytes));
+      summary.output_bytes += t.size_bytes;
+      if (progress) progress(i, tensors.size(), p);
+      continue;
+    }
     if (p.to == p.from) {
       writer.write_tensor_data(t.name, std::span<const std::uint8_t>(t.data, t.size_bytes));
       summary.output_bytes += t.size_bytes;
@@ -222,6 +246,16 @@ QuantizeSummary quantize_gguf(const GgufFile& in, const std::string& out_path, c
       uniform.assign(static_cast<std::size_t>(cols), 1.0f);
       importance = uniform.data();
     }
+    // Columns AWQ multiplied by s meet inputs divided by s.
+    std::vector<float> scaled_importance;
+    if (column_scales != nullptr) {
+      FOLIO_CHECK(static_cast<std::int64_t>(column_scales->size()) == cols);
+      scaled_importance.resize(column_scales->size());
+      for (std::size_t c = 0; c < scaled_importance.size(); ++c)
+        scaled_importance[c] = (importance != nullptr ? importance[c] : 1.0f) / ((*column_scales)[c] * (*column_scales)[c]);
+      importance = scaled_importance.data();
+    }
+    FOLIO_CHECK(row_scales == nullptr || static_cast<std::int64_t>(row_scales->size()) == rows);
     if (!is_float(p.from)) ++summary.requantized;
     const std::size_t in_row = static_cast<std::size_t>(row_bytes(p.from, cols));
     const std::size_t out_row = static_cast<std::size_t>(row_bytes(p.to, cols));
@@ -249,6 +283,10 @@ QuantizeSummary quantize_gguf(const GgufFile& in, const std::string& out_path, c
         std::vector<float> row(static_cast<std::size_t>(cols));
         for (std::int64_t r = begin; r < end; ++r) {
           dequantize_row(p.from, t.data + static_cast<std::size_t>(first + r) * in_row, row.data(), cols);
+          if (column_scales != nullptr)
+            for (std::size_t c = 0; c < row.size(); ++c) row[c] *= (*column_scales)[c];
+          if (row_scales != nullptr)
+            for (float& v : row) v *= (*row_scales)[static_cast<std::size_t>(first + r)];
           quantize_row_weighted(p.to, row.data(), importance, out.data() + static_cast<std::size_t>(r) * out_row, cols);
         }
       }, 8);

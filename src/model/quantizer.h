@@ -58,9 +58,14 @@ struct TensorQuantPlan {
 // spreading does not apply); the rest as kImatrix.
 enum class QuantMethod { kImatrix, kGptq };
 
+struct AwqScales;  // model/awq.h
+
 struct QuantizeOptions {
   QuantRecipe recipe;
   QuantMethod method = QuantMethod::kImatrix;
+  // AWQ's channel scales (model/awq.h), applied to the weights and norms
+  // they name before encoding (with kImatrix); nullptr: none.
+  const AwqScales* awq = nullptr;
   // Tensor types forced by name (exact names), over the recipe's choice.
   std::unordered_map<std::string, DType> overrides;
   const ImportanceMatrix* importance = nullptr;
@@ -95,6 +100,7 @@ struct QuantizeSummary {
   std::int64_t requantized = 0;    // tensors whose input was already quantized
   std::int64_t weighted = 0;       // tensors quantized with importance
   std::int64_t gptq = 0;           // of those, tensors quantized by GPTQ
+  std::int64_t awq_scaled = 0;     // tensors rescaled by AWQ (matrices and norms)
   double bits_per_weight() const {
     return parameters > 0 ? 8.0 * static_cast<double>(output_bytes) / static_cast<double>(parameters) : 0.0;
   }

@@ -5,11 +5,14 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include "support/test_backend.h"
 #include "engine/calibration.h"
 #include "engine/perplexity.h"
+#include "model/awq.h"
+#include "model/linalg.h"
 #include "model/quantizer.h"
 #include "support/greedy_runner.h"
 #include "support/llama_cpp_golden.h"
@@ -119,7 +122,7 @@ TEST(Calibration, CollectsActivationStatisticsOfEveryMatmulWeight) {
 // input, shared where the input is (Q, K, V; gate, up), whose diagonal is
 // the importance statistic.
 TEST(Calibration, CollectsInputCovariancesForGptq) {
-  if (!gptq_available()) GTEST_SKIP() << "built without OpenBLAS";
+  if (!linalg::available()) GTEST_SKIP() << "built without OpenBLAS";
   FOLIO_REQUIRE_MODEL(path, folio::testing::kSmolLM2);
   ModelSessionOptions o;
   o.model_path = path;
@@ -152,7 +155,7 @@ TEST(Calibration, CollectsInputCovariancesForGptq) {
 // texts, against the block-by-block weighted encoder on the same statistics,
 // evaluated on GPL-3, which neither saw.
 TEST(Gptq, QuantizesAModelWithLessDivergenceThanTheBlockEncoder) {
-  if (!gptq_available()) GTEST_SKIP() << "built without OpenBLAS";
+  if (!linalg::available()) GTEST_SKIP() << "built without OpenBLAS";
   FOLIO_REQUIRE_MODEL(path, folio::testing::kSmolLM2);
   TempPath f16, imatrix, gptq;
   quantize_file(path, f16.str(), "f16");
@@ -184,6 +187,80 @@ TEST(Gptq, QuantizesAModelWithLessDivergenceThanTheBlockEncoder) {
   std::printf("SmolLM2 q4_0 vs F16, 4 windows of 256: block by block mean KLD %.5f, GPTQ %.5f\n", blocks.mean(),
               ours.mean());
   EXPECT_LT(ours.mean(), blocks.mean());
+}
+
+// AWQ's folding leaves the model's function as it was: random channel
+// scales on every group of SmolLM2, written as F32 (no rounding to speak
+// of), give the F16 base's logits again.
+TEST(Awq, FoldedScalesLeaveTheModelAsItWas) {
+  FOLIO_REQUIRE_MODEL(path, folio::testing::kSmolLM2);
+  TempPath f16, scaled;
+  quantize_file(path, f16.str(), "f16");
+  AwqScales awq;
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> factor(0.25f, 4.0f);
+  auto random_scales = [&](std::size_t n) {
+    std::vector<float> s(n);
+    for (float& v : s) v = factor(rng);
+    return s;
+  };
+  auto inverse = [](std::vector<float> s) {
+    for (float& v : s) v = 1.0f / v;
+    return s;
+  };
+  for (int l = 0; l < 30; ++l) {
+    const std::string blk = fmt::format("blk.{}.", l);
+    const std::vector<float> attn = random_scales(576), ffn = random_scales(576), down = random_scales(1536);
+    for (const char* m : {"attn_q", "attn_k", "attn_v"}) awq.columns[blk + m + ".weight"] = attn;
+    awq.rows[blk + "attn_norm.weight"] = inverse(attn);
+    for (const char* m : {"ffn_gate", "ffn_up"}) awq.columns[blk + m + ".weight"] = ffn;
+    awq.rows[blk + "ffn_norm.weight"] = inverse(ffn);
+    awq.columns[blk + "ffn_down.weight"] = down;
+    awq.rows[blk + "ffn_up.weight"] = inverse(down);
+  }
+  const GgufFile file = GgufFile::open(f16.str());
+  QuantizeOptions q;
+  q.recipe = parse_quant_recipe("f32").value();
+  q.awq = &awq;
+  EXPECT_EQ(quantize_gguf(file, scaled.str(), q).awq_scaled, 30 * 8);
+  auto base = open(f16.str());
+  auto model = open(scaled.str());
+  const auto tokens = base->tokenizer->encode(read_text(kText), true, false);
+  PerplexityOptions one;
+  one.ctx = 256;
+  one.max_chunks = 1;
+  const KlDivergenceResult r = compute_kl_divergence(*base, *model, tokens, one);
+  EXPECT_LT(r.mean(), 1e-5);
+  EXPECT_EQ(r.same_top, r.count);
+}
+
+// AWQ's search on SmolLM2 for q4_0: every group of every layer is searched,
+// none ends worse on the calibration inputs than unscaled, and some scale.
+TEST(Awq, SearchesEveryGroupAndNeverEndsWorse) {
+  if (!linalg::available()) GTEST_SKIP() << "built without OpenBLAS";
+  FOLIO_REQUIRE_MODEL(path, folio::testing::kSmolLM2);
+  ModelSessionOptions o;
+  o.model_path = path;
+  o.backend = folio::testing::test_backend_options(0);
+  PerplexityOptions windows;
+  windows.ctx = 128;
+  windows.max_chunks = 2;
+  const CalibrationResult calibration =
+      calibrate(o, read_text("/usr/share/common-licenses/Apache-2.0"), windows, {}, /*covariances=*/true);
+  const GgufFile file = GgufFile::open(path);
+  QuantizeOptions q;
+  q.recipe = parse_quant_recipe("q4_0").value();
+  ThreadPool pool(2);
+  const AwqScales awq = search_awq_scales(file, plan_quantization(file, q), calibration.importance, pool);
+  ASSERT_EQ(awq.groups.size(), 30u * 3);
+  int scaled = 0;
+  for (const AwqGroup& g : awq.groups) {
+    EXPECT_LE(g.error, g.unscaled) << g.input;
+    EXPECT_GT(g.unscaled, 0.0) << g.input;
+    scaled += g.alpha > 0.0;
+  }
+  EXPECT_GT(scaled, 0);
+  EXPECT_EQ(awq.rows.size(), static_cast<std::size_t>(scaled));
 }
 
 // FNV-1a over a file's little-endian 64-bit words, the last one zero-padded

@@ -4,6 +4,7 @@
 // correlated ones its output error is well below that encoder's, and inputs
 // that never fire or types without codes are handled.
 #include "model/gptq.h"
+#include "model/linalg.h"
 
 #include <gtest/gtest.h>
 
@@ -94,7 +95,7 @@ std::vector<std::uint8_t> gptq(DType type, std::vector<float> w, const InputCova
 class GptqTest : public ::testing::TestWithParam<DType> {
  protected:
   void SetUp() override {
-    if (!gptq_available()) GTEST_SKIP() << "built without OpenBLAS";
+    if (!linalg::available()) GTEST_SKIP() << "built without OpenBLAS";
   }
 };
 
@@ -154,7 +155,7 @@ INSTANTIATE_TEST_SUITE_P(Types, GptqTest,
                          [](const auto& p) { return std::string(name(p.param)); });
 
 TEST(Gptq, RefusesTypesWithoutCodes) {
-  if (!gptq_available()) GTEST_SKIP() << "built without OpenBLAS";
+  if (!linalg::available()) GTEST_SKIP() << "built without OpenBLAS";
   std::vector<float> w = normal_matrix(kRows, kCols, 7);
   InputCovariance h;
   h.cols = kCols;
