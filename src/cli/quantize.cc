@@ -25,6 +25,7 @@ struct QuantizeCliOptions {
   std::string type;
   std::string calibration;
   std::string method = "imatrix";
+  double gptq_damp = GptqOptions{}.damp;
   std::int64_t calibration_ctx = 512;
   std::int64_t calibration_chunks = 0;
   std::vector<std::string> tensor_types;  // NAME=TYPE
@@ -64,6 +65,7 @@ void run(const QuantizeCliOptions& o) {
     linalg::require();
   }
   if (o.method == "gptq") options.method = QuantMethod::kGptq;
+  options.gptq.damp = o.gptq_damp;
   options.threads = o.threads;
   options.reference_scales = o.reference_scales;
   options.overrides = parse_overrides(o.tensor_types);
@@ -165,6 +167,9 @@ void add_quantize(CLI::App& app) {
                   "(each column's error compensated in the columns after it, GPTQ) or awq (salient input channels "
                   "scaled up, the inverse folded into the norm or matrix before, AWQ)")
       ->check(CLI::IsMember({"imatrix", "gptq", "awq"}));
+  cmd->add_option("--gptq-damp", o->gptq_damp,
+                  "GPTQ: added to the covariance's diagonal, as a fraction of its mean (more: closer to imatrix)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--calibration-ctx", o->calibration_ctx, "Tokens per calibration window");
   cmd->add_option("--calibration-chunks", o->calibration_chunks, "Calibrate on at most this many windows (0: all)");
   cmd->add_option("--tensor-type", o->tensor_types, "NAME=TYPE: force one tensor's type (repeatable)");

@@ -267,7 +267,7 @@ QuantizeSummary quantize_gguf(const GgufFile& in, const std::string& out_path, c
           dequantize_row(p.from, t.data + static_cast<std::size_t>(r) * in_row, w.data() + static_cast<std::size_t>(r * cols), cols);
       }, 8);
       out.resize(static_cast<std::size_t>(rows) * out_row);
-      gptq_quantize(p.to, w.data(), rows, cols, *h, out.data(), pool);
+      gptq_quantize(p.to, w.data(), rows, cols, *h, out.data(), pool, o.gptq);
       writer.write_tensor_data(t.name, out);
       ++summary.gptq;
       summary.output_bytes += static_cast<std::uint64_t>(rows) * out_row;

@@ -66,6 +66,7 @@ struct QuantizeOptions {
   // AWQ's channel scales (model/awq.h), applied to the weights and norms
   // they name before encoding (with kImatrix); nullptr: none.
   const AwqScales* awq = nullptr;
+  GptqOptions gptq;
   // Tensor types forced by name (exact names), over the recipe's choice.
   std::unordered_map<std::string, DType> overrides;
   const ImportanceMatrix* importance = nullptr;

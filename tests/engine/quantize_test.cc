@@ -50,6 +50,17 @@ void quantize_file(const std::string& in, const std::string& out, std::string_vi
   quantize_gguf(file, out, o);
 }
 
+// Calibration on the Apache-2.0 licence, held apart from the evaluated GPL-3.
+CalibrationResult calibrate_on_apache(const std::string& model, std::int64_t ctx, std::int64_t chunks, bool covariances) {
+  ModelSessionOptions o;
+  o.model_path = model;
+  o.backend = folio::testing::test_backend_options(0);
+  PerplexityOptions windows;
+  windows.ctx = ctx;
+  windows.max_chunks = chunks;
+  return calibrate(o, read_text("/usr/share/common-licenses/Apache-2.0"), windows, {}, covariances);
+}
+
 PerplexityOptions four_windows() {
   PerplexityOptions o;
   o.ctx = 256;
@@ -97,13 +108,7 @@ TEST(KlDivergence, GrowsAsBitsShrink) {
 // weights that read the same input (Q, K, V; gate, up) get the same one.
 TEST(Calibration, CollectsActivationStatisticsOfEveryMatmulWeight) {
   FOLIO_REQUIRE_MODEL(path, folio::testing::kSmolLM2);
-  ModelSessionOptions o;
-  o.model_path = path;
-  o.backend = folio::testing::test_backend_options(0);
-  PerplexityOptions windows;
-  windows.ctx = 128;
-  windows.max_chunks = 2;
-  const CalibrationResult r = calibrate(o, read_text("/usr/share/common-licenses/Apache-2.0"), windows);
+  const CalibrationResult r = calibrate_on_apache(path, 128, 2, /*covariances=*/false);
   EXPECT_EQ(r.windows, 2);
   EXPECT_GT(r.perplexity, 1.0);
   const auto& columns = r.importance.columns;
@@ -124,14 +129,7 @@ TEST(Calibration, CollectsActivationStatisticsOfEveryMatmulWeight) {
 TEST(Calibration, CollectsInputCovariancesForGptq) {
   if (!linalg::available()) GTEST_SKIP() << "built without OpenBLAS";
   FOLIO_REQUIRE_MODEL(path, folio::testing::kSmolLM2);
-  ModelSessionOptions o;
-  o.model_path = path;
-  o.backend = folio::testing::test_backend_options(0);
-  PerplexityOptions windows;
-  windows.ctx = 128;
-  windows.max_chunks = 2;
-  const CalibrationResult r =
-      calibrate(o, read_text("/usr/share/common-licenses/Apache-2.0"), windows, {}, /*covariances=*/true);
+  const CalibrationResult r = calibrate_on_apache(path, 128, 2, /*covariances=*/true);
   const auto& h = r.importance.covariances;
   EXPECT_EQ(h.size(), 30u * 7 + 1);
   EXPECT_EQ(h.at("blk.4.attn_q.weight"), h.at("blk.4.attn_k.weight"));
@@ -159,14 +157,7 @@ TEST(Gptq, QuantizesAModelWithLessDivergenceThanTheBlockEncoder) {
   FOLIO_REQUIRE_MODEL(path, folio::testing::kSmolLM2);
   TempPath f16, imatrix, gptq;
   quantize_file(path, f16.str(), "f16");
-  ModelSessionOptions o;
-  o.model_path = f16.str();
-  o.backend = folio::testing::test_backend_options(0);
-  PerplexityOptions windows;
-  windows.ctx = 256;
-  windows.max_chunks = 4;
-  const CalibrationResult calibration =
-      calibrate(o, read_text("/usr/share/common-licenses/Apache-2.0"), windows, {}, /*covariances=*/true);
+  const CalibrationResult calibration = calibrate_on_apache(f16.str(), 256, 4, /*covariances=*/true);
   const GgufFile file = GgufFile::open(f16.str());
   QuantizeOptions q;
   q.recipe = parse_quant_recipe("q4_0").value();
@@ -239,14 +230,7 @@ TEST(Awq, FoldedScalesLeaveTheModelAsItWas) {
 TEST(Awq, SearchesEveryGroupAndNeverEndsWorse) {
   if (!linalg::available()) GTEST_SKIP() << "built without OpenBLAS";
   FOLIO_REQUIRE_MODEL(path, folio::testing::kSmolLM2);
-  ModelSessionOptions o;
-  o.model_path = path;
-  o.backend = folio::testing::test_backend_options(0);
-  PerplexityOptions windows;
-  windows.ctx = 128;
-  windows.max_chunks = 2;
-  const CalibrationResult calibration =
-      calibrate(o, read_text("/usr/share/common-licenses/Apache-2.0"), windows, {}, /*covariances=*/true);
+  const CalibrationResult calibration = calibrate_on_apache(path, 128, 2, /*covariances=*/true);
   const GgufFile file = GgufFile::open(path);
   QuantizeOptions q;
   q.recipe = parse_quant_recipe("q4_0").value();
