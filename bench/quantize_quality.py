@@ -7,7 +7,8 @@ with the reference encoder's scales (--reference-scales: what the gguf package
 writes; q4_0 .. q8_0 only, the K types have no such encoder), with searched
 scales (the default: least squared error per block), with --calibration
 (each block's error weighted by its columns' activations; "calibrated") and,
-with --variants ... gptq awq, with --calibration --method gptq or awq, on a text held apart from the evaluation text (the other licence texts of /usr/share/common-licenses and
+with --variants ... gptq awq awq+gptq, with --calibration --method gptq,
+awq or awq+gptq, on a text held apart from the evaluation text (the other licence texts of /usr/share/common-licenses and
 the project's grounded prompts; never GPL-3). Each result is compared with
 the base by `folio perplexity --kl-divergence` over the evaluation text
 (GPL-3, llama-perplexity's chunks of --ctx tokens): size, bits per weight,
@@ -66,7 +67,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--calibration-chunks", type=int, default=0, help="calibrate on at most this many windows")
     ap.add_argument("--chunks", type=int, default=0, help="evaluate at most this many windows (0: all)")
-    ap.add_argument("--variants", nargs="+", choices=["reference", "searched", "calibrated", "gptq", "awq"],
+    ap.add_argument("--variants", nargs="+", choices=["reference", "searched", "calibrated", "gptq", "awq", "awq+gptq"],
                     default=["reference", "searched", "calibrated"],
                     help="which encoders to measure (reference: the legacy types only)")
     ap.add_argument("--workdir", help="keep the files here (default: a temporary directory)")
@@ -92,9 +93,9 @@ def main() -> None:
                 cmd = [args.folio, "quantize", str(base), str(out), "--type", qtype, "-t", str(args.threads)]
                 if variant == "reference":
                     cmd += ["--reference-scales"]
-                if variant in ("calibrated", "gptq", "awq"):
+                if variant != "searched" and variant != "reference":
                     cmd += ["--calibration", str(calib), "--calibration-chunks", str(args.calibration_chunks)]
-                if variant in ("gptq", "awq"):
+                if variant in ("gptq", "awq", "awq+gptq"):
                     cmd += ["--method", variant]
                 start = time.monotonic()
                 log = run(cmd)

@@ -58,13 +58,15 @@ void run(const QuantizeCliOptions& o) {
 
   QuantizeOptions options;
   options.recipe = *recipe;
-  const bool covariances = o.method == "gptq" || o.method == "awq";
+  const bool gptq = o.method == "gptq" || o.method == "awq+gptq";
+  const bool awq_scales = o.method == "awq" || o.method == "awq+gptq";
+  const bool covariances = gptq || awq_scales;
   if (covariances) {
     if (o.calibration.empty())
       fail("--method {} needs --calibration: it works from the activations of calibration text", o.method);
     linalg::require();
   }
-  if (o.method == "gptq") options.method = QuantMethod::kGptq;
+  if (gptq) options.method = QuantMethod::kGptq;
   options.gptq.damp = o.gptq_damp;
   options.threads = o.threads;
   options.reference_scales = o.reference_scales;
@@ -106,11 +108,11 @@ void run(const QuantizeCliOptions& o) {
     options.importance = &calibration.importance;
   }
   AwqScales awq;
-  if (o.method == "awq") {
+  if (awq_scales) {
     const auto search_start = Clock::now();
     ThreadPool pool(o.threads);
     awq = search_awq_scales(in, plan, calibration.importance, pool);
-    calibration.importance.covariances.clear();  // gigabytes, needed no more
+    if (!gptq) calibration.importance.covariances.clear();  // gigabytes, needed no more
     std::vector<double> alphas;
     double error = 0.0, unscaled = 0.0;
     for (const AwqGroup& g : awq.groups) {
@@ -165,8 +167,9 @@ void add_quantize(CLI::App& app) {
   cmd->add_option("--method", o->method,
                   "With --calibration: imatrix (each block's error weighted by its columns' activations), gptq "
                   "(each column's error compensated in the columns after it, GPTQ) or awq (salient input channels "
-                  "scaled up, the inverse folded into the norm or matrix before, AWQ)")
-      ->check(CLI::IsMember({"imatrix", "gptq", "awq"}));
+                  "scaled up, the inverse folded into the norm or matrix before, AWQ) or awq+gptq (AWQ's scales, "
+                  "then GPTQ)")
+      ->check(CLI::IsMember({"imatrix", "gptq", "awq", "awq+gptq"}));
   cmd->add_option("--gptq-damp", o->gptq_damp,
                   "GPTQ: added to the covariance's diagonal, as a fraction of its mean (more: closer to imatrix)")
       ->check(CLI::PositiveNumber);

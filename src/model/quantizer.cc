@@ -189,7 +189,6 @@ std::vector<TensorQuantPlan> plan_quantization(const std::vector<TensorToPlan>& 
 QuantizeSummary quantize_gguf(const GgufFile& in, const std::string& out_path, const QuantizeOptions& o,
                               const QuantizeProgress& progress) {
   const std::vector<TensorQuantPlan> plans = plan_quantization(in, o);
-  if (o.awq != nullptr && o.method == QuantMethod::kGptq) fail("AWQ scales and GPTQ are two methods: choose one");
   GgufWriter writer;
   for (const auto& [key, value] : in.metadata()) writer.set(key, GgufMetaValue::from(value));
   writer.set("general.file_type", GgufMetaValue::u32(o.recipe.file_type));
@@ -256,16 +255,31 @@ QuantizeSummary quantize_gguf(const GgufFile& in, const std::string& out_path, c
       importance = scaled_importance.data();
     }
     FOLIO_CHECK(row_scales == nullptr || static_cast<std::int64_t>(row_scales->size()) == rows);
+    // Row r of the weight as it is encoded: dequantized, AWQ's scales applied.
+    auto read_row = [&](std::int64_t r, float* row) {
+      dequantize_row(p.from, t.data + static_cast<std::size_t>(r) * static_cast<std::size_t>(row_bytes(p.from, cols)), row, cols);
+      if (column_scales != nullptr)
+        for (std::int64_t c = 0; c < cols; ++c) row[c] *= (*column_scales)[static_cast<std::size_t>(c)];
+      if (row_scales != nullptr)
+        for (std::int64_t c = 0; c < cols; ++c) row[c] *= (*row_scales)[static_cast<std::size_t>(r)];
+    };
     if (!is_float(p.from)) ++summary.requantized;
-    const std::size_t in_row = static_cast<std::size_t>(row_bytes(p.from, cols));
     const std::size_t out_row = static_cast<std::size_t>(row_bytes(p.to, cols));
     if (const InputCovariance* h = gptq_covariance(o, t, p)) {
       // The whole tensor at once: GPTQ's error reaches every later column.
       std::vector<float> w(static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols));
       pool.parallel_for(rows, [&](std::int64_t begin, std::int64_t end) {
-        for (std::int64_t r = begin; r < end; ++r)
-          dequantize_row(p.from, t.data + static_cast<std::size_t>(r) * in_row, w.data() + static_cast<std::size_t>(r * cols), cols);
+        for (std::int64_t r = begin; r < end; ++r) read_row(r, w.data() + static_cast<std::size_t>(r * cols));
       }, 8);
+      // Columns AWQ multiplied by s meet inputs divided by s.
+      InputCovariance scaled;
+      if (column_scales != nullptr) {
+        scaled = *h;
+        const auto& sc = *column_scales;
+        for (std::size_t a = 0; a < sc.size(); ++a)
+          for (std::size_t b = a; b < sc.size(); ++b) scaled.sum[a * sc.size() + b] /= sc[a] * sc[b];
+        h = &scaled;
+      }
       out.resize(static_cast<std::size_t>(rows) * out_row);
       gptq_quantize(p.to, w.data(), rows, cols, *h, out.data(), pool, o.gptq);
       writer.write_tensor_data(t.name, out);
@@ -282,11 +296,7 @@ QuantizeSummary quantize_gguf(const GgufFile& in, const std::string& out_path, c
       pool.parallel_for(count, [&](std::int64_t begin, std::int64_t end) {
         std::vector<float> row(static_cast<std::size_t>(cols));
         for (std::int64_t r = begin; r < end; ++r) {
-          dequantize_row(p.from, t.data + static_cast<std::size_t>(first + r) * in_row, row.data(), cols);
-          if (column_scales != nullptr)
-            for (std::size_t c = 0; c < row.size(); ++c) row[c] *= (*column_scales)[c];
-          if (row_scales != nullptr)
-            for (float& v : row) v *= (*row_scales)[static_cast<std::size_t>(first + r)];
+          read_row(first + r, row.data());
           quantize_row_weighted(p.to, row.data(), importance, out.data() + static_cast<std::size_t>(r) * out_row, cols);
         }
       }, 8);

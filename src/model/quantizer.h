@@ -64,7 +64,8 @@ struct QuantizeOptions {
   QuantRecipe recipe;
   QuantMethod method = QuantMethod::kImatrix;
   // AWQ's channel scales (model/awq.h), applied to the weights and norms
-  // they name before encoding (with kImatrix); nullptr: none.
+  // they name before encoding by either method (with kGptq, the covariance
+  // scaled to match); nullptr: none.
   const AwqScales* awq = nullptr;
   GptqOptions gptq;
   // Tensor types forced by name (exact names), over the recipe's choice.

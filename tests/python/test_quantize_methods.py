@@ -1,4 +1,4 @@
-"""`folio quantize --method gptq|awq` as a user runs it: both need calibration
+"""`folio quantize --method gptq|awq|awq+gptq` as a user runs it: each needs calibration
 text and say so, and what each writes is a model folio loads, of the same
 size as the imatrix file, whose perplexity stays near the input's."""
 from __future__ import annotations
@@ -25,7 +25,7 @@ def perplexity(path) -> float:
     return float(re.search(r"Final estimate: PPL = ([\d.]+)", done.stdout + done.stderr).group(1))
 
 
-@pytest.mark.parametrize("method", ["gptq", "awq"])
+@pytest.mark.parametrize("method", ["gptq", "awq", "awq+gptq"])
 def test_method_without_calibration_is_refused(tmp_path, method):
     done = folio("quantize", str(model_path(MODEL)), str(tmp_path / "out.gguf"), "--type", "q4_0", "--method", method)
     assert done.returncode != 0
@@ -36,17 +36,19 @@ def test_method_without_calibration_is_refused(tmp_path, method):
 def test_each_method_writes_a_model_that_loads(tmp_path):
     source = model_path(MODEL)
     sizes, ppl = {}, {"input": perplexity(source)}
-    for method in ["imatrix", "gptq", "awq"]:
+    for method in ["imatrix", "gptq", "awq", "awq+gptq"]:
         out = tmp_path / f"{method}.gguf"
         done = folio("quantize", str(source), str(out), "--type", "q4_0", "--method", method, "-t", "2",
                      "--calibration", CALIBRATION, "--calibration-ctx", "128", "--calibration-chunks", "2")
         assert done.returncode == 0, done.stderr
         if method == "gptq":
             assert "(210 by GPTQ, 0 rescaled by AWQ)" in done.stderr
-        if method == "awq":
+        if method.startswith("awq"):
             assert re.search(r"AWQ: 90 groups searched, \d+ scaled", done.stderr), done.stderr
+        if method == "awq+gptq":
+            assert "(210 by GPTQ, " in done.stderr
         sizes[method] = out.stat().st_size
         ppl[method] = perplexity(out)
-    assert sizes["gptq"] == sizes["imatrix"] == sizes["awq"]
-    for method in ["imatrix", "gptq", "awq"]:
+    assert sizes["gptq"] == sizes["imatrix"] == sizes["awq"] == sizes["awq+gptq"]
+    for method in sizes:
         assert ppl[method] < 1.5 * ppl["input"], ppl
