@@ -1,6 +1,7 @@
-"""`folio quantize --method gptq|awq|awq+gptq` as a user runs it: each needs calibration
-text and say so, and what each writes is a model folio loads, of the same
-size as the imatrix file, whose perplexity stays near the input's."""
+"""`folio quantize --method gptq|awq|awq+gptq` as a user runs it: each needs
+calibration text and says so, and each writes a model folio loads, of the
+same size as the imatrix file and closer to the input model (mean KL
+divergence on text the calibration never saw)."""
 from __future__ import annotations
 
 import re
@@ -19,10 +20,11 @@ def folio(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([str(BUILD_DIR / "folio"), *args], capture_output=True, text=True, timeout=600)
 
 
-def perplexity(path) -> float:
-    done = folio("perplexity", "-m", str(path), "-f", EVALUATION, "-c", "128", "--chunks", "2", "-t", "2")
+def kl_divergence(path, base) -> float:
+    done = folio("perplexity", "-m", str(path), "--kl-divergence", str(base), "-f", EVALUATION, "-c", "256",
+                 "--chunks", "4", "-t", "2")
     assert done.returncode == 0, done.stderr
-    return float(re.search(r"Final estimate: PPL = ([\d.]+)", done.stdout + done.stderr).group(1))
+    return float(re.search(r"Mean KLD:\s+([\d.]+)", done.stdout + done.stderr).group(1))
 
 
 @pytest.mark.parametrize("method", ["gptq", "awq", "awq+gptq"])
@@ -33,13 +35,13 @@ def test_method_without_calibration_is_refused(tmp_path, method):
     assert not (tmp_path / "out.gguf").exists()
 
 
-def test_each_method_writes_a_model_that_loads(tmp_path):
+def test_each_method_writes_a_model_closer_to_the_input_than_imatrix(tmp_path):
     source = model_path(MODEL)
-    sizes, ppl = {}, {"input": perplexity(source)}
+    sizes, kld = {}, {}
     for method in ["imatrix", "gptq", "awq", "awq+gptq"]:
         out = tmp_path / f"{method}.gguf"
         done = folio("quantize", str(source), str(out), "--type", "q4_0", "--method", method, "-t", "2",
-                     "--calibration", CALIBRATION, "--calibration-ctx", "128", "--calibration-chunks", "2")
+                     "--calibration", CALIBRATION, "--calibration-ctx", "256")
         assert done.returncode == 0, done.stderr
         if method == "gptq":
             assert "(210 by GPTQ, 0 rescaled by AWQ)" in done.stderr
@@ -48,7 +50,9 @@ def test_each_method_writes_a_model_that_loads(tmp_path):
         if method == "awq+gptq":
             assert "(210 by GPTQ, " in done.stderr
         sizes[method] = out.stat().st_size
-        ppl[method] = perplexity(out)
+        kld[method] = kl_divergence(out, source)
     assert sizes["gptq"] == sizes["imatrix"] == sizes["awq"] == sizes["awq+gptq"]
-    for method in sizes:
-        assert ppl[method] < 1.5 * ppl["input"], ppl
+    # Measured here: imatrix 0.17, gptq 0.13, awq 0.13, awq+gptq 0.11 (8 windows).
+    assert kld["imatrix"] < 0.3, kld
+    for method in ["gptq", "awq", "awq+gptq"]:
+        assert kld[method] < kld["imatrix"], kld
