@@ -96,6 +96,11 @@ const Shape kShapes[] = {
     {"qwen2.5-0.5b/ffn_down", DType::IQ4_XS, 896, 4864, true},
     {"qwen2.5-0.5b/output", DType::Q8_0, 151936, 896, false},
     {"qwen2.5-0.5b/ffn_up", DType::F16, 4864, 896, false},
+    {"qwen2.5-1.5b/attn_q", DType::Q4_K, 1536, 1536, true},
+    {"qwen2.5-1.5b/ffn_up", DType::Q4_K, 8960, 1536, true},
+    {"qwen2.5-1.5b/ffn_down", DType::Q6_K, 1536, 8960, true},
+    {"qwen2.5-1.5b/ffn_down", DType::Q5_K, 1536, 8960, true},
+    {"qwen2.5-1.5b/output", DType::Q6_K, 151936, 1536, false},
 };
 
 // Random blocks with finite binary16 scales (values do not change the speed).

@@ -78,9 +78,11 @@ std::vector<float> dequantized(DType type, const std::uint8_t* w, std::int64_t r
 TEST(CpuMatmul, ActivationQuantizerMatchesReference) {
   std::mt19937 rng(1);
   for (const std::string& cap : level_caps()) {
-    for (ActFormat format : {ActFormat::kQ8x32, ActFormat::kQ8x32Packed, ActFormat::kQ8x256}) {
+    for (ActFormat format :
+         {ActFormat::kQ8x32, ActFormat::kQ8x32Packed, ActFormat::kQ8x256, ActFormat::kQ8x256Packed}) {
+      const bool k256 = format == ActFormat::kQ8x256 || format == ActFormat::kQ8x256Packed;
       for (std::int64_t k : {256, 512, 1536, 800}) {
-        if (format == ActFormat::kQ8x256 && k % 256 != 0) continue;
+        if (k256 && k % 256 != 0) continue;
         const ActQ8Layout layout = ActQ8Layout::make(format, k);
         std::vector<float> x(static_cast<std::size_t>(4 * k));
         fill_activations(4, k, x.data(), rng);
@@ -91,8 +93,11 @@ TEST(CpuMatmul, ActivationQuantizerMatchesReference) {
           quantize_activation_reference(layout, x.data() + t * k, want.data());
           kernels_for(cap).quantize(layout, x.data() + t * k, got.data());
           ASSERT_EQ(std::memcmp(want.data(), got.data(), layout.sums_offset), 0) << level_name(cap) << " k=" << k;
-          const std::size_t sums = format != ActFormat::kQ8x256 ? k / 32 * 4 : k / 16 * 2;
+          const std::size_t sums = k256 ? k / 16 * 2 : k / 32 * 4;
           ASSERT_EQ(std::memcmp(want.data() + layout.sums_offset, got.data() + layout.sums_offset, sums), 0);
+          if (format == ActFormat::kQ8x256Packed) {
+            ASSERT_EQ(std::memcmp(want.data() + layout.dsums_offset, got.data() + layout.dsums_offset, k / 32 * 4), 0);
+          }
           // Each value is within half a step of its float.
           for (std::int64_t i = 0; i < k; ++i) {
             const std::int64_t b0 = i / layout.block_elems * layout.block_elems;
@@ -335,12 +340,19 @@ TEST(CpuMatmul, EveryLevelGivesTheSameBits) {
 
 // ---- packed weights: the same bits as the file's layout ----
 
-const DType kBlock32Types[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0};
+const DType kPackableTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K,
+                                DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+
+// Row widths with a last partial group of 8 blocks (block32) and several super-blocks (K-quants).
+std::vector<std::int64_t> packing_widths(DType type) {
+  if (is_kquant(type)) return {256, 768, 1536};
+  return {32, 224, 256, 288, 800, 1536};
+}
 
 TEST(CpuMatmul, PackingARowIsUndoneByUnpacking) {
   std::mt19937 rng(9);
-  for (DType type : kBlock32Types)
-    for (std::int64_t k : {32, 224, 256, 288, 800, 1536}) {
+  for (DType type : kPackableTypes)
+    for (std::int64_t k : packing_widths(type)) {
       const auto bytes = static_cast<std::size_t>(row_bytes(type, k));
       std::vector<std::uint8_t> plain(bytes);
       fill_weights(type, 1, k, plain.data(), rng);
@@ -348,6 +360,7 @@ TEST(CpuMatmul, PackingARowIsUndoneByUnpacking) {
       pack_row(type, reinterpret_cast<const std::byte*>(plain.data()), packed.data(), k);
       unpack_row(type, packed.data(), back.data(), k);
       EXPECT_EQ(std::memcmp(plain.data(), back.data(), bytes), 0) << name(type) << " k=" << k;
+      if (is_kquant(type)) continue;  // PackedKQuantCodesLieWhereTheLayoutSays
       // The first element of the last block is where the layout says.
       const std::int64_t last = k / 32 - 1, group = last / 8 * 8, n = std::min<std::int64_t>(8, k / 32 - group);
       const std::int64_t bb = info(type).block_bytes, halves = (type == DType::Q4_1 || type == DType::Q5_1) ? 2 : 1;
@@ -358,6 +371,56 @@ TEST(CpuMatmul, PackingARowIsUndoneByUnpacking) {
     }
 }
 
+// Packed K-quants keep every byte but the codes in place, and element 32 j + p
+// lies where packed_weights.h says: a super-block whose codes are all zero but
+// one element's in one field, packed, has that element's bits at the
+// documented place only.
+TEST(CpuMatmul, PackedKQuantCodesLieWhereTheLayoutSays) {
+  struct Field {
+    std::size_t offset;    // of the code field in the super-block
+    int bits;              // per element in this field
+    int file_byte_of_32;   // where element 32 (chunk 1, p = 0) lies in the file
+    int file_shift_of_32;
+  };
+  struct Type {
+    DType type;
+    std::vector<Field> fields;
+  };
+  // Element 32 in the file (quant_blocks.h): Q4_K/Q5_K qs byte 0 high nibble;
+  // Q6_K ql byte 32 low nibble; crumbs (Q2_K/Q3_K qs, Q6_K qh) byte 0 bits 2-3;
+  // bits (Q3_K hmask, Q5_K qh) byte 0 bit 1.
+  const Type types[] = {
+      {DType::Q2_K, {{16, 2, 0, 2}}},
+      {DType::Q3_K, {{32, 2, 0, 2}, {0, 1, 0, 1}}},
+      {DType::Q4_K, {{16, 4, 0, 4}}},
+      {DType::Q5_K, {{48, 4, 0, 4}, {16, 1, 0, 1}}},
+      {DType::Q6_K, {{0, 4, 32, 0}, {128, 2, 0, 2}}},
+  };
+  for (const Type& t : types)
+    for (const Field& f : t.fields) {
+      const auto bytes = static_cast<std::size_t>(info(t.type).block_bytes);
+      std::vector<std::byte> plain(bytes), packed(bytes);
+      for (std::size_t i = 0; i < bytes; ++i) plain[i] = std::byte{static_cast<std::uint8_t>(i * 37 + 11)};
+      auto in_codes = [&](std::size_t i) {
+        for (const Field& c : t.fields)
+          if (i >= c.offset && i < c.offset + static_cast<std::size_t>(256 * c.bits / 8)) return true;
+        return false;
+      };
+      for (std::size_t i = 0; i < bytes; ++i)
+        if (in_codes(i)) plain[i] = std::byte{0};
+      const unsigned code = (1u << f.bits) - 1;
+      plain[f.offset + f.file_byte_of_32] |= std::byte{static_cast<std::uint8_t>(code << f.file_shift_of_32)};
+      pack_row(t.type, plain.data(), packed.data(), 256);
+      // Element 32 (j = 1, p = 0) goes to byte 4 of its field, bits 0 .. bits - 1.
+      for (std::size_t i = 0; i < bytes; ++i) {
+        const std::byte want = !in_codes(i)         ? plain[i]
+                               : i == f.offset + 4 ? std::byte{static_cast<std::uint8_t>(code)}
+                                                   : std::byte{0};
+        EXPECT_EQ(packed[i], want) << name(t.type) << " byte " << i << " (code field at " << f.offset << ")";
+      }
+    }
+}
+
 // The packed kernels against the file-layout kernels: ==, at every level, on
 // shapes with a last partial group, odd row counts and every tile shape.
 TEST(CpuMatmul, PackedWeightsGiveTheSameBits) {
@@ -365,8 +428,8 @@ TEST(CpuMatmul, PackedWeightsGiveTheSameBits) {
   const std::int64_t row_counts[] = {1, 3, 33};
   const std::int64_t token_counts[] = {1, 2, 5, 16, 17, 33};
   int checked = 0;
-  for (DType type : kBlock32Types)
-    for (std::int64_t k : {32, 256, 288, 800, 896}) {
+  for (DType type : kPackableTypes)
+    for (std::int64_t k : is_kquant(type) ? std::vector<std::int64_t>{256, 768} : std::vector<std::int64_t>{32, 256, 288, 800, 896}) {
       Problem p(type, 33, k, 33, rng);
       Tensor b(p.bias.data(), DType::F32, {p.m});
       for (const std::string& cap : level_caps()) {
@@ -396,16 +459,26 @@ TEST(CpuMatmul, PackedWeightsGiveTheSameBits) {
         cpu.matmul(p.weights(p.m), p.activations(3, 17), yw, &b);
         two.matmul(packed, p.activations(3, 17), yg, &b);
         EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0) << name(type);
+        // A token looked up in a packed table reads the file's values.
+        std::int32_t id = 5;
+        std::vector<float> row(static_cast<std::size_t>(k)), plain(row.size());
+        Tensor ids(&id, DType::I32, {1}), out(row.data(), DType::F32, {1, k});
+        cpu.embedding(packed, ids, out);
+        dequantize_row(type, p.weights(p.m).row(5), plain.data(), k);
+        EXPECT_EQ(std::memcmp(row.data(), plain.data(), row.size() * sizeof(float)), 0) << name(type) << " embedding";
       }
     }
   RecordProperty("shapes_checked", checked);
 }
 
 // Only the kQ8 kernels read packed weights; other types and precisions stay as they are.
-TEST(CpuMatmul, OnlyBlock32WeightsOfTheQ8KernelsArePacked) {
+TEST(CpuMatmul, OnlyBlock32AndKQuantWeightsOfTheQ8KernelsArePacked) {
   std::vector<std::uint8_t> bytes(static_cast<std::size_t>(row_bytes(DType::Q4_K, 256) * 2));
+  Tensor grid(bytes.data(), DType::IQ4_NL, {2, 256});
+  EXPECT_EQ(CpuBackend(1).load_weight(grid).data(), nullptr);
+  EXPECT_EQ(grid.layout, Layout::kGguf);
   Tensor kquant(bytes.data(), DType::Q4_K, {2, 256});
-  EXPECT_EQ(CpuBackend(1).load_weight(kquant).data(), nullptr);
+  EXPECT_EQ(CpuBackend(1, {}, MatmulPrecision::kF32).load_weight(kquant).data(), nullptr);
   EXPECT_EQ(kquant.layout, Layout::kGguf);
   Tensor q8(bytes.data(), DType::Q8_0, {2, 64});
   EXPECT_EQ(CpuBackend(1, {}, MatmulPrecision::kF32).load_weight(q8).data(), nullptr);

@@ -11,7 +11,7 @@ namespace {
 
 // Where element i of a row of k lies among the codes of `format`.
 std::int64_t code_index(ActFormat format, std::int64_t k, std::int64_t i) {
-  if (format != ActFormat::kQ8x32Packed) return i;
+  if (format != ActFormat::kQ8x32Packed && format != ActFormat::kQ8x256Packed) return i;
   const std::int64_t group = i / 256 * 256, count = std::min<std::int64_t>(8, (k - group) / 32);
   const std::int64_t block = i % 256 / 32, e = i % 32;
   return group + 4 * count * (e / 4) + 4 * block + e % 4;
@@ -24,14 +24,17 @@ ActQ8Layout ActQ8Layout::make(ActFormat format, std::int64_t k) {
   ActQ8Layout l;
   l.format = format;
   l.k = k;
-  l.block_elems = format == ActFormat::kQ8x256 ? 256 : 32;
+  const bool k256 = format == ActFormat::kQ8x256 || format == ActFormat::kQ8x256Packed;
+  l.block_elems = k256 ? 256 : 32;
   FOLIO_CHECK(k >= 0 && k % l.block_elems == 0);
   const auto num_blocks = static_cast<std::size_t>(k / l.block_elems);
   l.d_offset = static_cast<std::size_t>(k);
   l.sums_offset = l.d_offset + num_blocks * sizeof(float);
-  const std::size_t sums_bytes = format != ActFormat::kQ8x256 ? num_blocks * sizeof(std::int32_t)
-                                                            : static_cast<std::size_t>(k / 16) * sizeof(std::int16_t);
-  l.row_bytes = (l.sums_offset + sums_bytes + 63) / 64 * 64;
+  const std::size_t sums_bytes =
+      k256 ? static_cast<std::size_t>(k / 16) * sizeof(std::int16_t) : num_blocks * sizeof(std::int32_t);
+  l.dsums_offset = l.sums_offset + sums_bytes;
+  const std::size_t dsums_bytes = format == ActFormat::kQ8x256Packed ? static_cast<std::size_t>(k / 32) * sizeof(float) : 0;
+  l.row_bytes = (l.dsums_offset + dsums_bytes + 63) / 64 * 64;
   return l;
 }
 
@@ -52,16 +55,23 @@ void quantize_activation_reference(const ActQ8Layout& layout, const float* x, st
       sum += q;
     }
     std::memcpy(row + layout.d_offset + b * sizeof(float), &d, sizeof(float));
-    if (layout.format != ActFormat::kQ8x256) {
+    if (layout.block_elems == 32) {
       const std::int32_t s = sum;
       std::memcpy(row + layout.sums_offset + b * sizeof(s), &s, sizeof(s));
     } else {
       for (int g = 0; g < 16; ++g) {
         int group = 0;
-        for (int i = 0; i < 16; ++i) group += qs[b * be + 16 * g + i];
+        for (int i = 0; i < 16; ++i) group += qs[code_index(layout.format, layout.k, b * be + 16 * g + i)];
         const auto g16 = static_cast<std::int16_t>(group);
         std::memcpy(row + layout.sums_offset + (b * 16 + g) * sizeof(std::int16_t), &g16, sizeof(g16));
       }
+      if (layout.format == ActFormat::kQ8x256Packed)
+        for (int c = 0; c < 8; ++c) {
+          int chunk = 0;
+          for (int i = 0; i < 32; ++i) chunk += qs[code_index(layout.format, layout.k, b * be + 32 * c + i)];
+          const float ds = d * static_cast<float>(chunk);
+          std::memcpy(row + layout.dsums_offset + (b * 8 + c) * sizeof(float), &ds, sizeof(ds));
+        }
     }
   }
 }

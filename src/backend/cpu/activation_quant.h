@@ -15,6 +15,7 @@ enum class ActFormat {
   kQ8x32,   // blocks of 32 with a float scale and d * sum: for Q4_0 .. Q8_0 weights
   kQ8x32Packed,  // kQ8x32 with the codes of each whole group of 8 blocks interleaved: for packed weights
   kQ8x256,  // blocks of 256 with a float scale and 16 partial sums: for K-quant weights
+  kQ8x256Packed,  // kQ8x256 with the codes of each block's 8 chunks of 32 interleaved: for packed K-quants
 };
 
 // Byte layout of one token's quantized row of k activations:
@@ -22,18 +23,23 @@ enum class ActFormat {
 //   d     [k / B]      float scale of each block of B = 32 or 256 elements, x ~ d * q
 //   sums  kQ8x32:  [k / 32] int32, the sum of each block's codes (for offsets and mins)
 //         kQ8x256: [k / 16] int16, the sum of each group of 16 codes
+//   dsums kQ8x256Packed only: [k / 32] float, d * float(sum of the codes of
+//         each chunk of 32): the activation side of Q4_K/Q5_K's min terms
 // then padding to 64 bytes, so that in a 64-byte-aligned buffer every row's
 // codes are aligned. k must be a multiple of B.
 // kQ8x32Packed is kQ8x32 but for the order of the codes within each group of
 // 8 blocks (as packed weights, packed_weights.h): byte 32 i + 4 j + c of the
 // group is element 4 i + c of block j; in a last group of n < 8 blocks, byte
-// 4 n i + 4 j + c.
+// 4 n i + 4 j + c. kQ8x256Packed is kQ8x256 with each block's codes in that
+// order (its 8 chunks of 32 as the 8 blocks of a group: byte 32 i + 4 j + c is
+// element 32 j + 4 i + c); the sums stay in element order.
 struct ActQ8Layout {
   ActFormat format = ActFormat::kQ8x32;
   std::int64_t k = 0;
   std::int64_t block_elems = 32;
   std::size_t d_offset = 0;
   std::size_t sums_offset = 0;
+  std::size_t dsums_offset = 0;  // kQ8x256Packed only
   std::size_t row_bytes = 0;
 
   static ActQ8Layout make(ActFormat format, std::int64_t k);

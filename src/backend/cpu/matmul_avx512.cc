@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #include "backend/cpu/matmul_kernels.h"
 #include "tensor/quant_blocks.h"

@@ -28,6 +28,7 @@ struct TileArgs {
   std::int64_t k = 0;            // elements per row
   std::size_t x_d_offset = 0;    // quantized rows: where the scales and sums start (ActQ8Layout)
   std::size_t x_sums_offset = 0;
+  std::size_t x_dsums_offset = 0;
   float* y = nullptr;            // y[first token, first row]
   std::int64_t y_stride = 0;     // floats between tokens in y
   const float* bias = nullptr;   // bias[first row], or null
@@ -59,7 +60,7 @@ inline constexpr int kMaxDTypeId = 41;  // one past the largest GGUF type id wit
 
 struct MatmulKernels {
   WeightKernels q8[kMaxDTypeId];   // kQ8: integer dots over quantized activations
-  WeightKernels q8_packed[kMaxDTypeId];  // kQ8 on packed weights (packed_weights.h): Q4_0 .. Q8_0
+  WeightKernels q8_packed[kMaxDTypeId];  // kQ8 on packed weights (packed_weights.h): Q4_0 .. Q8_0, Q2_K .. Q6_K
   WeightKernels f32[kMaxDTypeId];  // kF32: weights decoded in registers, f32 FMAs
   QuantizeActFn quantize = nullptr;
   DequantizeRowFn dequantize[kMaxDTypeId] = {};

@@ -12,11 +12,13 @@
 constexpr int kBlock32Rows = 2, kBlock32Tokens = 16;
 constexpr int kPackedRows = 2, kPackedTokens = 16;
 constexpr int kKQuantRows = 2, kKQuantTokens = 16;
+constexpr int kKQuantPackedRows = 2, kKQuantPackedTokens = 16;
 constexpr int kF32Rows = 4, kF32Tokens = 4;
 #else
 constexpr int kBlock32Rows = 2, kBlock32Tokens = 16;
 constexpr int kPackedRows = 2, kPackedTokens = 16;
 constexpr int kKQuantRows = 1, kKQuantTokens = 16;
+constexpr int kKQuantPackedRows = 1, kKQuantPackedTokens = 16;
 constexpr int kF32Rows = 2, kF32Tokens = 4;
 #endif
 
@@ -66,6 +68,14 @@ struct KQuantTile {
   };
 };
 
+template <class F>
+struct KQuantPackedTile {
+  template <int R, int T>
+  struct Tile {
+    static void run(const TileArgs& a) { tile_q8_k_packed<F, R, T>(a); }
+  };
+};
+
 template <class D>
 struct F32Tile {
   template <int R, int T>
@@ -89,6 +99,11 @@ WeightKernels nvfp4_kernels() { return tiles<kBlock32Rows, kBlock32Tokens, Nvfp4
 template <class F>
 WeightKernels kquant_kernels() {
   return tiles<kKQuantRows, kKQuantTokens, KQuantTile<F>::template Tile>(ActFormat::kQ8x256);
+}
+
+template <class F>
+WeightKernels kquant_packed_kernels() {
+  return tiles<kKQuantPackedRows, kKQuantPackedTokens, KQuantPackedTile<F>::template Tile>(ActFormat::kQ8x256Packed);
 }
 
 template <class D>
@@ -141,6 +156,11 @@ MatmulKernels make_kernels() {
   k.q8[static_cast<int>(DType::Q4_K)] = kquant_kernels<Q4_K>();
   k.q8[static_cast<int>(DType::Q5_K)] = kquant_kernels<Q5_K>();
   k.q8[static_cast<int>(DType::Q6_K)] = kquant_kernels<Q6_K>();
+  k.q8_packed[static_cast<int>(DType::Q2_K)] = kquant_packed_kernels<Q2_K>();
+  k.q8_packed[static_cast<int>(DType::Q3_K)] = kquant_packed_kernels<Q3_K>();
+  k.q8_packed[static_cast<int>(DType::Q4_K)] = kquant_packed_kernels<Q4_K>();
+  k.q8_packed[static_cast<int>(DType::Q5_K)] = kquant_packed_kernels<Q5_K>();
+  k.q8_packed[static_cast<int>(DType::Q6_K)] = kquant_packed_kernels<Q6_K>();
   k.q8[static_cast<int>(DType::IQ4_NL)] = block32_kernels<IQ4_NL>();
   k.q8[static_cast<int>(DType::MXFP4)] = block32_kernels<MXFP4>();
   k.q8[static_cast<int>(DType::IQ4_XS)] = block32_kernels<IQ4_XS>();

@@ -1,9 +1,12 @@
 #include "backend/cpu/packed_weights.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
+#include <utility>
 
 #include "core/error.h"
+#include "tensor/quant_blocks.h"
 
 namespace folio {
 namespace {
@@ -69,7 +72,7 @@ void move_group(const Block32Fields& f, int count, const std::byte* src, std::by
   }
 }
 
-void convert_row(DType type, const std::byte* src, std::byte* dst, std::int64_t k, bool to_packed) {
+void convert_block32_row(DType type, const std::byte* src, std::byte* dst, std::int64_t k, bool to_packed) {
   Block32Fields f;
   FOLIO_CHECK(fields_of(type, f) && k % 32 == 0);
   const std::int64_t num_blocks = k / 32;
@@ -79,11 +82,113 @@ void convert_row(DType type, const std::byte* src, std::byte* dst, std::int64_t 
   }
 }
 
+// ---- K-quants ----
+
+// How a code field of a super-block orders its elements in the file
+// (quant_blocks.h); the packed orders are in packed_weights.h.
+enum class FileOrder {
+  kNibblePairs,   // Q4_K/Q5_K qs: element 64 a + 32 h + l in byte 32 a + l, nibble h
+  kNibbleHalves,  // Q6_K ql: element 128 h + r in byte 64 h + r % 64, nibble r / 64
+  kCrumbs,        // Q2_K/Q3_K qs, Q6_K qh: element 128 h + 32 i + l in byte 32 h + l, bits 2 i
+  kBits,          // Q3_K hmask, Q5_K qh: element e in byte e % 32, bit e / 32
+};
+
+struct CodeField {
+  std::size_t offset;  // in the super-block
+  FileOrder order;
+};
+
+struct BitPos {
+  int byte;
+  int shift;
+};
+
+int bits_of(FileOrder o) {
+  switch (o) {
+    case FileOrder::kNibblePairs:
+    case FileOrder::kNibbleHalves: return 4;
+    case FileOrder::kCrumbs: return 2;
+    case FileOrder::kBits: return 1;
+  }
+  return 0;
+}
+
+BitPos file_pos(FileOrder o, int e) {
+  switch (o) {
+    case FileOrder::kNibblePairs: return {32 * (e / 64) + e % 32, 4 * (e / 32 % 2)};
+    case FileOrder::kNibbleHalves: return {64 * (e / 128) + e % 64, 4 * (e % 128 / 64)};
+    case FileOrder::kCrumbs: return {32 * (e / 128) + e % 32, 2 * (e % 128 / 32)};
+    case FileOrder::kBits: return {e % 32, e / 32};
+  }
+  return {0, 0};
+}
+
+BitPos packed_pos(int bits, int e) {
+  const int j = e / 32, p = e % 32;
+  switch (bits) {
+    case 4: return {32 * (p % 16 / 4) + 4 * j + p % 4, 4 * (p / 16)};
+    case 2: return {32 * (p / 16) + 4 * j + p % 4, 2 * (p % 16 / 4)};
+    default: return {4 * j + p % 4, p / 4};
+  }
+}
+
+// The code fields of a K-quant super-block (at most two), or none.
+int kquant_fields(DType type, CodeField (&f)[2]) {
+  switch (type) {
+    case DType::Q2_K: f[0] = {offsetof(BlockQ2_K, qs), FileOrder::kCrumbs}; return 1;
+    case DType::Q3_K:
+      f[0] = {offsetof(BlockQ3_K, hmask), FileOrder::kBits};
+      f[1] = {offsetof(BlockQ3_K, qs), FileOrder::kCrumbs};
+      return 2;
+    case DType::Q4_K: f[0] = {offsetof(BlockQ4_K, qs), FileOrder::kNibblePairs}; return 1;
+    case DType::Q5_K:
+      f[0] = {offsetof(BlockQ5_K, qh), FileOrder::kBits};
+      f[1] = {offsetof(BlockQ5_K, qs), FileOrder::kNibblePairs};
+      return 2;
+    case DType::Q6_K:
+      f[0] = {offsetof(BlockQ6_K, ql), FileOrder::kNibbleHalves};
+      f[1] = {offsetof(BlockQ6_K, qh), FileOrder::kCrumbs};
+      return 2;
+    default: return 0;
+  }
+}
+
+void convert_kquant_row(DType type, const std::byte* src, std::byte* dst, std::int64_t k, bool to_packed) {
+  CodeField fields[2];
+  const int num_fields = kquant_fields(type, fields);
+  FOLIO_CHECK(num_fields > 0 && k % kSuperBlockElems == 0);
+  const auto block_bytes = static_cast<std::size_t>(info(type).block_bytes);
+  for (std::int64_t b = 0; b < k / kSuperBlockElems; ++b) {
+    const std::byte* from = src + b * block_bytes;
+    std::byte* to = dst + b * block_bytes;
+    std::memcpy(to, from, block_bytes);  // scales and the rest keep their places
+    for (int fi = 0; fi < num_fields; ++fi) {
+      const CodeField& f = fields[fi];
+      const int bits = bits_of(f.order);
+      const unsigned mask = (1u << bits) - 1;
+      std::memset(to + f.offset, 0, static_cast<std::size_t>(kSuperBlockElems * bits / 8));
+      for (int e = 0; e < kSuperBlockElems; ++e) {
+        BitPos in = file_pos(f.order, e), out = packed_pos(bits, e);
+        if (!to_packed) std::swap(in, out);
+        const unsigned v = (std::to_integer<unsigned>(from[f.offset + in.byte]) >> in.shift) & mask;
+        to[f.offset + out.byte] |= std::byte{static_cast<std::uint8_t>(v << out.shift)};
+      }
+    }
+  }
+}
+
+void convert_row(DType type, const std::byte* src, std::byte* dst, std::int64_t k, bool to_packed) {
+  CodeField fields[2];
+  if (kquant_fields(type, fields) > 0) return convert_kquant_row(type, src, dst, k, to_packed);
+  convert_block32_row(type, src, dst, k, to_packed);
+}
+
 }  // namespace
 
 bool is_packable(DType type) {
   Block32Fields f;
-  return fields_of(type, f);
+  CodeField k[2];
+  return fields_of(type, f) || kquant_fields(type, k) > 0;
 }
 
 void pack_row(DType type, const std::byte* src, std::byte* dst, std::int64_t k) { convert_row(type, src, dst, k, true); }

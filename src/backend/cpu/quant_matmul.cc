@@ -104,6 +104,7 @@ void QuantMatmul::run_group(ThreadPool& pool, const Input& in, std::span<const M
     base.x_stride = layout.row_bytes;
     base.x_d_offset = layout.d_offset;
     base.x_sums_offset = layout.sums_offset;
+    base.x_dsums_offset = layout.dsums_offset;
   }
 
   // The work, in units: each target's panels of R rows, its last unit also

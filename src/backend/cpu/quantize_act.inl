@@ -65,7 +65,7 @@ void quantize_act(const ActQ8Layout& layout, const float* x, std::byte* row) {
     if (!__builtin_isfinite(id)) d = id = 0.0f;
     const __m256 idv = _mm256_set1_ps(id);
     std::memcpy(row + layout.d_offset + b * sizeof(float), &d, sizeof(float));
-    if (layout.format != ActFormat::kQ8x256) {
+    if (be == 32) {
       // Packed: a group's blocks go to a scratch of 8 x 32 codes, then are
       // interleaved once the group's last block is in.
       const bool packed = layout.format == ActFormat::kQ8x32Packed;
@@ -79,12 +79,20 @@ void quantize_act(const ActQ8Layout& layout, const float* x, std::byte* row) {
       const std::int32_t s = hsum_epi32(sum);
       std::memcpy(row + layout.sums_offset + b * sizeof(s), &s, sizeof(s));
     } else {
+      // Packed: the block's 8 chunks go to the scratch, then are interleaved.
+      const bool packed = layout.format == ActFormat::kQ8x256Packed;
       for (std::int64_t i = 0; i < be; i += 32) {
-        const Codes32 c = quantize_32(xb + i, idv, qs + b * be + i);
-        const std::int16_t sums[2] = {static_cast<std::int16_t>(hsum_epi32(_mm256_add_epi32(c.part[0], c.part[1]))),
-                                      static_cast<std::int16_t>(hsum_epi32(_mm256_add_epi32(c.part[2], c.part[3])))};
+        const Codes32 c = quantize_32(xb + i, idv, (packed ? group : qs + b * be) + i);
+        const std::int32_t first = hsum_epi32(_mm256_add_epi32(c.part[0], c.part[1]));
+        const std::int32_t second = hsum_epi32(_mm256_add_epi32(c.part[2], c.part[3]));
+        const std::int16_t sums[2] = {static_cast<std::int16_t>(first), static_cast<std::int16_t>(second)};
         std::memcpy(row + layout.sums_offset + (b * be + i) / 16 * sizeof(std::int16_t), sums, sizeof(sums));
+        if (packed) {
+          const float ds = d * static_cast<float>(first + second);
+          std::memcpy(row + layout.dsums_offset + (b * be + i) / 32 * sizeof(float), &ds, sizeof(ds));
+        }
       }
+      if (packed) interleave_group(group, qs + b * be);
     }
   }
 }
