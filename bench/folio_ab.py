@@ -11,7 +11,8 @@ median figure of each build and the median of the per-pair ratios
 
 Figures: prefill tokens/s of one 512-token prompt (from the time to first
 token), and decode tokens/s of 1 and 32 sequences (16-token prompts, 128 or
-256 tokens each), on SmolLM2-135M and Qwen2.5-Coder-0.5B. Uses only the
+256 tokens each; 64 on the 1.5B), on SmolLM2-135M, Qwen2.5-Coder-0.5B and
+Qwen2.5-Coder-1.5B (--only picks some). Uses only the
 standard library.
 """
 import argparse
@@ -27,6 +28,9 @@ CASES = [  # (name, model file, folio bench flags, figure)
     ("qwen0.5b prefill 512", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", ["--num-prompts", "1", "--input-len", "512", "--output-len", "1"], "prefill"),
     ("qwen0.5b decode, 1 sequence", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", ["--num-prompts", "1", "--input-len", "16", "--output-len", "128"], "decode"),
     ("qwen0.5b decode, 32 sequences", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", ["--num-prompts", "32", "--input-len", "16", "--output-len", "128"], "decode"),
+    ("qwen1.5b prefill 512", "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", ["--num-prompts", "1", "--input-len", "512", "--output-len", "1"], "prefill"),
+    ("qwen1.5b decode, 1 sequence", "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", ["--num-prompts", "1", "--input-len", "16", "--output-len", "64"], "decode"),
+    ("qwen1.5b decode, 32 sequences", "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", ["--num-prompts", "32", "--input-len", "16", "--output-len", "64"], "decode"),
 ]
 
 

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 
@@ -54,6 +55,15 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
     size_ = std::exchange(other.size_, 0);
   }
   return *this;
+}
+
+void MappedFile::drop_pages(const void* p, std::size_t bytes) const {
+  const auto begin = reinterpret_cast<std::uintptr_t>(p), base = reinterpret_cast<std::uintptr_t>(data_);
+  if (data_ == nullptr || begin < base || begin - base > size_ || bytes > size_ - (begin - base)) return;
+  const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const std::uintptr_t first = (begin + page - 1) / page * page, last = (begin + bytes) / page * page;
+  // A read-only private file mapping: dropped pages come back from the file.
+  if (first < last) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
 void MappedFile::release() {

@@ -24,6 +24,11 @@ class MappedFile {
   std::span<const std::uint8_t> bytes() const { return {data_, size_}; }
   const std::string& path() const { return path_; }
 
+  // Lets the system drop the resident pages wholly inside [p, p + bytes) of
+  // the mapping (a copy of them is in use instead); they are read from the
+  // file again if touched. Bytes outside the mapping are left alone.
+  void drop_pages(const void* p, std::size_t bytes) const;
+
  private:
   void release();
 

@@ -120,6 +120,11 @@ class GgufFile {
   std::size_t file_size() const { return bytes_.size(); }
   // The whole file's bytes (the mapping, or the buffer given to from_bytes).
   std::span<const std::uint8_t> bytes() const { return bytes_; }
+  // Drops the mapping's resident pages inside [p, p + size) (MappedFile::drop_pages);
+  // nothing for from_bytes.
+  void drop_pages(const void* p, std::size_t size) const {
+    if (file_ != nullptr) file_->drop_pages(p, size);
+  }
 
   // Metadata in file order, and lookup by key.
   const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return metadata_; }

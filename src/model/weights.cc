@@ -20,6 +20,8 @@ Weights Weights::from_gguf(std::shared_ptr<const GgufFile> file) {
     w.tensors_.emplace(info.name, t);
   }
   w.source_ = file->path();
+  const GgufFile* mapped = file.get();
+  w.drop_pages_ = [mapped](const void* p, std::size_t n) { mapped->drop_pages(p, n); };
   w.owner_ = std::move(file);
   return w;
 }
@@ -47,10 +49,14 @@ void Weights::load(Backend& backend, const LoadProgress& progress) {
   for (const std::string& name : order) {
     Tensor& t = tensors_.at(name);
     done += t.bytes();
+    const void* view = t.data;
+    const std::size_t view_bytes = t.bytes();
     Buffer copy = backend.load_weight(t);
     if (!copy.empty()) {
       device_.push_back(std::move(copy));
-      host_copies_.erase(name);  // the device has its own now
+      // The device has its own now: the host's goes (a mapped file's pages
+      // stay readable, so a tensor sharing them loses nothing).
+      if (host_copies_.erase(name) == 0 && drop_pages_) drop_pages_(view, view_bytes);
     }
     if (progress) progress(done, total);
   }

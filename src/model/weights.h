@@ -4,6 +4,7 @@
 // they view the backend's device (on the CPU, often still the mapping).
 #pragma once
 
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <string>
@@ -61,6 +62,8 @@ class Weights {
   std::unordered_map<std::string, Tensor> tensors_;
   std::unordered_map<std::string, Buffer> host_copies_;  // converted tensors' host storage, until loaded
   std::vector<Buffer> device_;                           // the backend's copies
+  // Drops the file pages of a view the backend made a copy of (from_gguf), or null.
+  std::function<void(const void*, std::size_t)> drop_pages_;
   bool loaded_ = false;
 };
 

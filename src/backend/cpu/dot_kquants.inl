@@ -376,36 +376,47 @@ void tile_q8_k(const TileArgs& a) {
 template <class F, int R, int T>
 void tile_q8_k_packed(const TileArgs& a) {
   const std::int64_t num_blocks = a.k / 256;
+  // Locals, so that the loops below keep them in registers.
+  const std::byte* const w0 = a.w;
+  const std::byte* const x0 = a.x;
+  const std::size_t w_stride = a.w_stride, x_stride = a.x_stride;
+  const std::size_t d_offset = a.x_d_offset, sums_offset = a.x_sums_offset, dsums_offset = a.x_dsums_offset;
   __m256 acc[R][T];
   for (int r = 0; r < R; ++r)
     for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
   KRow w[R];
   for (std::int64_t b = 0; b < num_blocks; ++b) {
     if (a.prefetch != nullptr) prefetch_bytes(a.prefetch + b * R * F::kBytes, R * F::kBytes);
-    for (int r = 0; r < R; ++r) decode_k_packed<F>(a.w + r * a.w_stride + b * F::kBytes, w[r]);
-    for (int t = 0; t < T; ++t) {
-      const std::byte* xr = a.x + t * a.x_stride;
+    for (int r = 0; r < R; ++r) decode_k_packed<F>(w0 + r * w_stride + b * F::kBytes, w[r]);
+    const std::byte* xr = x0;
+    for (int t = 0; t < T; ++t, xr += x_stride) {
       const std::byte* xq = xr + b * 256;
-      const __m256 dx = _mm256_broadcast_ss(reinterpret_cast<const float*>(xr + a.x_d_offset) + b);
+      const __m256 dx = _mm256_broadcast_ss(reinterpret_cast<const float*>(xr + d_offset) + b);
       __m256i bsums = _mm256_setzero_si256();
       __m256 dsums = _mm256_setzero_ps();
       if constexpr (F::kScalePer32) {
-        dsums = _mm256_loadu_ps(reinterpret_cast<const float*>(xr + a.x_dsums_offset) + 8 * b);
+        dsums = _mm256_loadu_ps(reinterpret_cast<const float*>(xr + dsums_offset) + 8 * b);
       } else {
-        bsums = loadu256(xr + a.x_sums_offset + b * 32);
+        bsums = loadu256(xr + sums_offset + b * 32);
       }
       for (int r = 0; r < R; ++r) {
-        // Vectors 0-3 hold each chunk's first group of 16, 4-7 its second:
-        // two chains of dots, each lane one group's integer dot.
-        __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
-        for (int i = 0; i < 4; ++i) {
-          lo = dot_u8s8(lo, w[r].q[i], loadu256(xq + 32 * i));
-          hi = dot_u8s8(hi, w[r].q[i + 4], loadu256(xq + 32 * (i + 4)));
-        }
         __m256i ints;
         if constexpr (F::kScalePer32) {
-          ints = _mm256_add_epi32(lo, hi);
+          // One scale per chunk: all 8 vectors in one chain, each lane a chunk's dot.
+          __m256i even = _mm256_setzero_si256(), odd = _mm256_setzero_si256();
+          for (int i = 0; i < 8; i += 2) {
+            even = dot_u8s8(even, w[r].q[i], loadu256(xq + 32 * i));
+            odd = dot_u8s8(odd, w[r].q[i + 1], loadu256(xq + 32 * (i + 1)));
+          }
+          ints = _mm256_add_epi32(even, odd);
         } else {
+          // Vectors 0-3 hold each chunk's first group of 16, 4-7 its second:
+          // two chains, each lane one group's dot, then each times its scale.
+          __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
+          for (int i = 0; i < 4; ++i) {
+            lo = dot_u8s8(lo, w[r].q[i], loadu256(xq + 32 * i));
+            hi = dot_u8s8(hi, w[r].q[i + 4], loadu256(xq + 32 * (i + 4)));
+          }
           ints = _mm256_add_epi32(_mm256_mullo_epi32(lo, w[r].sc_lo), _mm256_mullo_epi32(hi, w[r].sc_hi));
         }
         acc[r][t] = accumulate_k<F>(w[r], ints, dx, bsums, dsums, acc[r][t]);

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
-#include <utility>
 
 #include "core/error.h"
 #include "tensor/quant_blocks.h"
@@ -98,11 +97,6 @@ struct CodeField {
   FileOrder order;
 };
 
-struct BitPos {
-  int byte;
-  int shift;
-};
-
 int bits_of(FileOrder o) {
   switch (o) {
     case FileOrder::kNibblePairs:
@@ -113,23 +107,105 @@ int bits_of(FileOrder o) {
   return 0;
 }
 
-BitPos file_pos(FileOrder o, int e) {
+// A field's bits of each element, one byte per element in element order:
+// the meeting point of the two layouts. Each converter below walks runs of
+// contiguous bytes, so that packing a model takes a fraction of its load.
+using Elements = std::uint8_t[kSuperBlockElems];
+
+void file_to_elements(FileOrder o, const std::uint8_t* f, Elements& e) {
   switch (o) {
-    case FileOrder::kNibblePairs: return {32 * (e / 64) + e % 32, 4 * (e / 32 % 2)};
-    case FileOrder::kNibbleHalves: return {64 * (e / 128) + e % 64, 4 * (e % 128 / 64)};
-    case FileOrder::kCrumbs: return {32 * (e / 128) + e % 32, 2 * (e % 128 / 32)};
-    case FileOrder::kBits: return {e % 32, e / 32};
+    case FileOrder::kNibblePairs:
+      for (int a = 0; a < 4; ++a)
+        for (int l = 0; l < 32; ++l) {
+          e[64 * a + l] = f[32 * a + l] & 15;
+          e[64 * a + 32 + l] = f[32 * a + l] >> 4;
+        }
+      return;
+    case FileOrder::kNibbleHalves:
+      for (int h = 0; h < 2; ++h)
+        for (int r = 0; r < 64; ++r) {
+          e[128 * h + r] = f[64 * h + r] & 15;
+          e[128 * h + 64 + r] = f[64 * h + r] >> 4;
+        }
+      return;
+    case FileOrder::kCrumbs:
+      for (int h = 0; h < 2; ++h)
+        for (int i = 0; i < 4; ++i)
+          for (int l = 0; l < 32; ++l) e[128 * h + 32 * i + l] = (f[32 * h + l] >> (2 * i)) & 3;
+      return;
+    case FileOrder::kBits:
+      for (int i = 0; i < 8; ++i)
+        for (int l = 0; l < 32; ++l) e[32 * i + l] = (f[l] >> i) & 1;
+      return;
   }
-  return {0, 0};
 }
 
-BitPos packed_pos(int bits, int e) {
-  const int j = e / 32, p = e % 32;
-  switch (bits) {
-    case 4: return {32 * (p % 16 / 4) + 4 * j + p % 4, 4 * (p / 16)};
-    case 2: return {32 * (p / 16) + 4 * j + p % 4, 2 * (p % 16 / 4)};
-    default: return {4 * j + p % 4, p / 4};
+void elements_to_file(FileOrder o, const Elements& e, std::uint8_t* f) {
+  switch (o) {
+    case FileOrder::kNibblePairs:
+      for (int a = 0; a < 4; ++a)
+        for (int l = 0; l < 32; ++l) f[32 * a + l] = static_cast<std::uint8_t>(e[64 * a + l] | e[64 * a + 32 + l] << 4);
+      return;
+    case FileOrder::kNibbleHalves:
+      for (int h = 0; h < 2; ++h)
+        for (int r = 0; r < 64; ++r) f[64 * h + r] = static_cast<std::uint8_t>(e[128 * h + r] | e[128 * h + 64 + r] << 4);
+      return;
+    case FileOrder::kCrumbs:
+      for (int h = 0; h < 2; ++h)
+        for (int l = 0; l < 32; ++l) {
+          unsigned v = 0;
+          for (int i = 0; i < 4; ++i) v |= static_cast<unsigned>(e[128 * h + 32 * i + l]) << (2 * i);
+          f[32 * h + l] = static_cast<std::uint8_t>(v);
+        }
+      return;
+    case FileOrder::kBits:
+      for (int l = 0; l < 32; ++l) {
+        unsigned v = 0;
+        for (int i = 0; i < 8; ++i) v |= static_cast<unsigned>(e[32 * i + l]) << i;
+        f[l] = static_cast<std::uint8_t>(v);
+      }
+      return;
   }
+}
+
+// The packed orders of packed_weights.h, by bits per element; element
+// 32 j + p, and c = p % 4 the byte within each run of 4.
+void packed_to_elements(int bits, const std::uint8_t* q, Elements& e) {
+  for (int j = 0; j < 8; ++j)
+    for (int c = 0; c < 4; ++c) {
+      std::uint8_t* chunk = e + 32 * j + c;
+      if (bits == 4) {
+        for (int v = 0; v < 4; ++v) {
+          chunk[4 * v] = q[32 * v + 4 * j + c] & 15;
+          chunk[16 + 4 * v] = q[32 * v + 4 * j + c] >> 4;
+        }
+      } else if (bits == 2) {
+        for (int s = 0; s < 2; ++s)
+          for (int u = 0; u < 4; ++u) chunk[16 * s + 4 * u] = (q[32 * s + 4 * j + c] >> (2 * u)) & 3;
+      } else {
+        for (int u = 0; u < 8; ++u) chunk[4 * u] = (q[4 * j + c] >> u) & 1;
+      }
+    }
+}
+
+void elements_to_packed(int bits, const Elements& e, std::uint8_t* q) {
+  for (int j = 0; j < 8; ++j)
+    for (int c = 0; c < 4; ++c) {
+      const std::uint8_t* chunk = e + 32 * j + c;
+      if (bits == 4) {
+        for (int v = 0; v < 4; ++v) q[32 * v + 4 * j + c] = static_cast<std::uint8_t>(chunk[4 * v] | chunk[16 + 4 * v] << 4);
+      } else if (bits == 2) {
+        for (int s = 0; s < 2; ++s) {
+          unsigned v = 0;
+          for (int u = 0; u < 4; ++u) v |= static_cast<unsigned>(chunk[16 * s + 4 * u]) << (2 * u);
+          q[32 * s + 4 * j + c] = static_cast<std::uint8_t>(v);
+        }
+      } else {
+        unsigned v = 0;
+        for (int u = 0; u < 8; ++u) v |= static_cast<unsigned>(chunk[4 * u]) << u;
+        q[4 * j + c] = static_cast<std::uint8_t>(v);
+      }
+    }
 }
 
 // The code fields of a K-quant super-block (at most two), or none.
@@ -158,20 +234,19 @@ void convert_kquant_row(DType type, const std::byte* src, std::byte* dst, std::i
   const int num_fields = kquant_fields(type, fields);
   FOLIO_CHECK(num_fields > 0 && k % kSuperBlockElems == 0);
   const auto block_bytes = static_cast<std::size_t>(info(type).block_bytes);
+  Elements e;
   for (std::int64_t b = 0; b < k / kSuperBlockElems; ++b) {
-    const std::byte* from = src + b * block_bytes;
-    std::byte* to = dst + b * block_bytes;
+    const auto* from = reinterpret_cast<const std::uint8_t*>(src + b * block_bytes);
+    auto* to = reinterpret_cast<std::uint8_t*>(dst + b * block_bytes);
     std::memcpy(to, from, block_bytes);  // scales and the rest keep their places
     for (int fi = 0; fi < num_fields; ++fi) {
       const CodeField& f = fields[fi];
-      const int bits = bits_of(f.order);
-      const unsigned mask = (1u << bits) - 1;
-      std::memset(to + f.offset, 0, static_cast<std::size_t>(kSuperBlockElems * bits / 8));
-      for (int e = 0; e < kSuperBlockElems; ++e) {
-        BitPos in = file_pos(f.order, e), out = packed_pos(bits, e);
-        if (!to_packed) std::swap(in, out);
-        const unsigned v = (std::to_integer<unsigned>(from[f.offset + in.byte]) >> in.shift) & mask;
-        to[f.offset + out.byte] |= std::byte{static_cast<std::uint8_t>(v << out.shift)};
+      if (to_packed) {
+        file_to_elements(f.order, from + f.offset, e);
+        elements_to_packed(bits_of(f.order), e, to + f.offset);
+      } else {
+        packed_to_elements(bits_of(f.order), from + f.offset, e);
+        elements_to_file(f.order, e, to + f.offset);
       }
     }
   }
