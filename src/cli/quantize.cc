@@ -150,6 +150,12 @@ void run(const QuantizeCliOptions& o) {
              o.output, mib(s.input_bytes), mib(s.output_bytes), s.bits_per_weight(),
              static_cast<double>(s.parameters) / 1e6, s.weighted, s.gptq, s.awq_scaled,
              std::chrono::duration<double>(Clock::now() - start).count());
+  if (s.gptq_short > 0)
+    fmt::print(stderr,
+               "GPTQ: {} tensors took imatrix weighting instead: their calibration had fewer tokens than inputs "
+               "({}: {} tokens, {} inputs), too few to fit GPTQ's corrections without overfitting the text; "
+               "calibrate with at least {} tokens (more text, or --calibration-chunks) to use GPTQ on them\n",
+               s.gptq_short, s.gptq_short_example, s.gptq_short_rows, s.gptq_short_cols, s.gptq_short_cols);
 }
 
 }  // namespace

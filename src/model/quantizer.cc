@@ -265,7 +265,16 @@ QuantizeSummary quantize_gguf(const GgufFile& in, const std::string& out_path, c
     };
     if (!is_float(p.from)) ++summary.requantized;
     const std::size_t out_row = static_cast<std::size_t>(row_bytes(p.to, cols));
-    if (const InputCovariance* h = gptq_covariance(o, t, p)) {
+    const InputCovariance* h = gptq_covariance(o, t, p);
+    if (h != nullptr && h->rows < h->cols) {
+      if (summary.gptq_short++ == 0) {
+        summary.gptq_short_example = t.name;
+        summary.gptq_short_rows = h->rows;
+        summary.gptq_short_cols = h->cols;
+      }
+      h = nullptr;
+    }
+    if (h != nullptr) {
       // The whole tensor at once: GPTQ's error reaches every later column.
       std::vector<float> w(static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols));
       pool.parallel_for(rows, [&](std::int64_t begin, std::int64_t end) {

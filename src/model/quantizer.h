@@ -102,6 +102,11 @@ struct QuantizeSummary {
   std::int64_t requantized = 0;    // tensors whose input was already quantized
   std::int64_t weighted = 0;       // tensors quantized with importance
   std::int64_t gptq = 0;           // of those, tensors quantized by GPTQ
+  // Tensors GPTQ left to imatrix weighting: their calibration had fewer rows
+  // than inputs, so the covariance lacks full rank and GPTQ overfits the text.
+  std::int64_t gptq_short = 0;
+  std::string gptq_short_example;  // one of them, for the message
+  std::int64_t gptq_short_rows = 0, gptq_short_cols = 0;
   std::int64_t awq_scaled = 0;     // tensors rescaled by AWQ (matrices and norms)
   double bits_per_weight() const {
     return parameters > 0 ? 8.0 * static_cast<double>(output_bytes) / static_cast<double>(parameters) : 0.0;
