@@ -19,10 +19,12 @@ struct Simulation {
   double alpha;                                  // each proposal is accepted with this chance
   std::function<double(int batch, int k)> cost;  // seconds of a decode step
   SpeculationController::Outlook outlook{};      // what the first proposals would cost beyond the step
+  double catch_up = 0;                           // seconds the first proposals after none spend first
   std::mt19937 rng{7};
 
   // Runs `steps` decode steps of `batch` speculating sequences; returns how
   // often each k was chosen, and adds the tokens emitted and time spent.
+  int last_k = 0;
   std::map<int, int> run(int steps, int batch, double* tokens = nullptr, double* seconds = nullptr) {
     std::vector<SequenceId> ids;
     for (int i = 0; i < batch; ++i) ids.push_back(static_cast<SequenceId>(i + 1));
@@ -30,6 +32,8 @@ struct Simulation {
     std::map<int, int> chosen;
     for (int s = 0; s < steps; ++s) {
       const int k = controller.choose(ids, batch, outlook);
+      if (k > 0 && last_k == 0 && seconds) *seconds += catch_up;
+      last_k = k;
       ++chosen[k];
       for (SequenceId id : ids) {
         if (k == 0) {
@@ -168,16 +172,28 @@ TEST(SpeculationController, OnlyRepeatedDecodeStepsAreMeasured) {
 }
 
 TEST(SpeculationController, TheFirstClimbStopsWhereAChoiceLoses) {
-  // One proposal already loses: two and four are not tried at first, the
-  // most (eight) gets one look.
+  // One proposal already loses: two and four are not tried at first; the
+  // most (eight) gets one look, since at 0.7 eight proposals costing what
+  // one did would win.
   SpeculationController c(8, true);
-  Simulation sim{c, 0.5, [](int, int k) { return 1.0 + 1.0 * k; }};
+  Simulation sim{c, 0.7, [](int, int k) { return 1.0 + 1.0 * k; }};
   const auto chosen = sim.run(15, 1);
   EXPECT_EQ(chosen.at(0), 11);
   EXPECT_EQ(chosen.at(1), 2);
   EXPECT_EQ(chosen.at(8), 2);
   EXPECT_LT(c.step_seconds(1, 2), 0.0);
   EXPECT_LT(c.step_seconds(1, 4), 0.0);
+}
+
+TEST(SpeculationController, NoLookAtTheMostWhereEvenCheapTheyWouldLose) {
+  // A draft model on text it rarely guesses (0.1): one proposal loses, and
+  // eight, even at one proposal's cost, would emit too few tokens to win.
+  SpeculationController c(8, true);
+  Simulation sim{c, 0.1, [](int, int k) { return 1.0 + 0.5 * k; }};
+  const auto chosen = sim.run(15, 1);
+  EXPECT_EQ(chosen.at(1), 2);
+  EXPECT_EQ(chosen.count(8), 0u);
+  EXPECT_LT(c.step_seconds(1, 8), 0.0);
 }
 
 TEST(SpeculationController, AFirstProposalThatLosesDoesNotHideMoreThatWin) {
@@ -188,6 +204,22 @@ TEST(SpeculationController, AFirstProposalThatLosesDoesNotHideMoreThatWin) {
   Simulation sim{c, 0.85, [](int, int k) { return k == 0 ? 1.0 : 1.8 + 0.2 * k; }};
   sim.run(100, 1);
   EXPECT_GE(sim.run(1000, 1)[4], 900);
+}
+
+TEST(SpeculationController, LookingAroundCostsLittleWhereProposalsLose) {
+  // A draft model at 0.1 acceptance, 2 s behind whenever it resumes: after
+  // the first climb, retries wait until they cost at most 2 % of the time
+  // passed, so a short run loses little to looking (without that rule
+  // 200 steps held three retries: 5 % slower than never proposing).
+  SpeculationController c(4, true);
+  Simulation sim{c, 0.1, [](int, int k) { return 1.0 + 0.5 * k; }};
+  sim.outlook = {.backlog_tokens = 40, .remaining_steps = 1000, .relative_cost = 0.3};
+  sim.catch_up = 2.0;
+  c.caught_up(40, 1, 2.0);
+  double tokens = 0, seconds = 0;
+  const auto chosen = sim.run(200, 1, &tokens, &seconds);
+  EXPECT_LE(chosen.at(1), 4) << "the climb's trial and at most one retry";
+  EXPECT_GE(tokens / seconds, 0.96) << "tokens per second against 1.0 without proposals";
 }
 
 TEST(SpeculationController, StepsThatFeedPromptsMakeNoTrial) {

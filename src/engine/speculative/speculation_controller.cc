@@ -19,6 +19,10 @@ constexpr int kCostMemory = 8;
 // bucket, twice as long after each retry that changed nothing.
 constexpr std::int64_t kFirstExploreGap = 16;
 constexpr std::int64_t kLastExploreGap = 512;
+// ... and only when its expected cost (the steps' extra seconds, a draft
+// model's catch-up) is at most this share of the time the batch size has run
+// since the last retry, so that looking around never costs more than that.
+constexpr double kExploreShare = 0.02;
 // A proposer is behind when it must feed more than this many tokens per
 // candidate before it can propose (a step adds one or two).
 constexpr std::int64_t kBehindTokens = 4;
@@ -80,8 +84,9 @@ int SpeculationController::choose(std::span<const SequenceId> candidates, int nu
   exploring_ = false;
   // The first steps climb the ladder from no proposals up, each choice
   // tried once the one below it beat the one below that; where the climb
-  // stops, the most proposals get one look (a draft model's first proposal
-  // carries costs the later ones share: one can lose where four win), and
+  // stops, the most proposals get one look if they could win (a draft
+  // model's first proposal carries costs the later ones share: one can lose
+  // where four win), and
   // the rest is left to exploration (trying every choice where one already
   // loses would cost more than it could teach). No trial is made where the
   // first proposals' catch-up would cost more than they could earn.
@@ -89,8 +94,12 @@ int SpeculationController::choose(std::span<const SequenceId> candidates, int nu
     if (costs[i].num_samples > 0) continue;
     std::size_t next = i;
     if (i >= 2 && rate(candidates, num_decoding, i - 1) <= rate(candidates, num_decoding, i - 2)) {
+      // The most proposals cost at least what the losing choice did: no
+      // look where even at that cost their expected tokens would lose too
+      // (little acceptance: a draft model's look is dear).
       const std::size_t top = ladder_.size() - 1;
-      if (costs[top].num_samples > 0) break;
+      const double best_case = expected_step_tokens(candidates, num_decoding, top) / costs[i - 1].seconds;
+      if (costs[top].num_samples > 0 || best_case <= rate(candidates, num_decoding, i - 2)) break;
       next = top;
     }
     if (next >= 1 && !worth_a_trial(candidates, num_decoding, outlook)) break;
@@ -116,8 +125,16 @@ int SpeculationController::choose(std::span<const SequenceId> candidates, int nu
     if (!upward_[bi] && best > 0) n = best - 1;
     if (n == best) n = best + 1 < ladder_.size() ? best + 1 : best - 1;
     if (n != best && n < ladder_.size() && (n == 0 || worth_a_trial(candidates, num_decoding, outlook))) {
+      const double cost = retry_seconds(b, best, n, candidates.size(), outlook);
+      if (cost > kExploreShare * since_explore_[bi]) {
+        // Not yet: the same retry once more time has passed.
+        upward_[bi] = !upward_[bi];
+        next_explore_[bi] = step + explore_gap_[bi];
+        return ladder_[choice_];
+      }
       choice_ = n;
       exploring_ = true;
+      if (cost > 0.0) since_explore_[bi] = 0.0;
     }
     explore_gap_[bi] = std::min(kLastExploreGap, 2 * explore_gap_[bi]);
     next_explore_[bi] = step + explore_gap_[bi];
@@ -131,6 +148,7 @@ void SpeculationController::step_done(double seconds, bool decode_only, std::int
     prompts_.tokens += static_cast<double>(prompt_tokens);
   }
   if (bucket_ < 0) return;
+  since_explore_[static_cast<std::size_t>(bucket_)] += seconds;
   if (decode_only && adaptive_ && bucket_ == last_bucket_ && choice_ == last_choice_) {
     Cost& c = costs_[static_cast<std::size_t>(bucket_)][choice_];
     // A retried choice was last measured long ago: start again from now.
@@ -163,16 +181,30 @@ std::size_t SpeculationController::best_measured(std::span<const SequenceId> can
   return best;
 }
 
-bool SpeculationController::worth_a_trial(std::span<const SequenceId> candidates, int num_decoding,
-                                          const Outlook& outlook) const {
-  if (outlook.backlog_tokens <= kBehindTokens * static_cast<std::int64_t>(candidates.size())) return true;
+double SpeculationController::catch_up_seconds(std::size_t num_candidates, const Outlook& outlook) const {
+  if (outlook.backlog_tokens <= kBehindTokens * static_cast<std::int64_t>(num_candidates)) return 0.0;
   double per_token = 0.0;
   if (catch_up_.tokens > 0) {
     per_token = catch_up_.seconds / catch_up_.tokens;
   } else if (prompts_.tokens > 0) {
     per_token = outlook.relative_cost * prompts_.seconds / prompts_.tokens;
   }
-  const double switch_seconds = per_token * static_cast<double>(outlook.backlog_tokens);
+  return per_token * static_cast<double>(outlook.backlog_tokens);
+}
+
+double SpeculationController::retry_seconds(int bucket, std::size_t best, std::size_t choice,
+                                            std::size_t num_candidates, const Outlook& outlook) const {
+  const std::vector<Cost>& costs = costs_[static_cast<std::size_t>(bucket)];
+  // A trial is two steps; a choice not measured at this size is taken to
+  // double a step.
+  const double step = costs[best].seconds;
+  const double extra = costs[choice].num_samples > 0 ? std::max(0.0, costs[choice].seconds - step) : step;
+  return 2.0 * extra + (ladder_[choice] > 0 ? catch_up_seconds(num_candidates, outlook) : 0.0);
+}
+
+bool SpeculationController::worth_a_trial(std::span<const SequenceId> candidates, int num_decoding,
+                                          const Outlook& outlook) const {
+  const double switch_seconds = catch_up_seconds(candidates.size(), outlook);
   if (switch_seconds <= 0.0) return true;
   // What proposals could save: the largest share of a step they saved at
   // this batch size or a smaller one (they earn less as batches grow and
@@ -258,10 +290,15 @@ double SpeculationController::rate(std::span<const SequenceId> candidates, int n
 double SpeculationController::rate_at(int bucket, std::span<const SequenceId> candidates, int num_decoding,
                                       std::size_t choice) const {
   const Cost& c = costs_[static_cast<std::size_t>(bucket)][choice];
+  return expected_step_tokens(candidates, num_decoding, choice) / std::max(c.seconds, 1e-9);
+}
+
+double SpeculationController::expected_step_tokens(std::span<const SequenceId> candidates, int num_decoding,
+                                                   std::size_t choice) const {
   // Sequences that may not speculate emit one token whatever is chosen.
   double tokens = static_cast<double>(num_decoding - static_cast<int>(candidates.size()));
   for (SequenceId id : candidates) tokens += expected_tokens(id, ladder_[choice]);
-  return tokens / std::max(c.seconds, 1e-9);
+  return tokens;
 }
 
 }  // namespace folio

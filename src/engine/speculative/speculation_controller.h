@@ -83,12 +83,20 @@ class SpeculationController {
   static int bucket_of(int num_decoding);
   double rate(std::span<const SequenceId> candidates, int num_decoding, std::size_t choice) const;
   double rate_at(int bucket, std::span<const SequenceId> candidates, int num_decoding, std::size_t choice) const;
+  // Tokens a step of `num_decoding` sequences is expected to emit with this choice.
+  double expected_step_tokens(std::span<const SequenceId> candidates, int num_decoding, std::size_t choice) const;
   // The choice with the highest predicted rate among those measured at this
   // batch size (0 where none is).
   std::size_t best_measured(std::span<const SequenceId> candidates, int num_decoding) const;
   // Whether proposals may be tried this step: free when the proposer is not
   // behind, else when its catch-up costs less than what they could earn.
   bool worth_a_trial(std::span<const SequenceId> candidates, int num_decoding, const Outlook& outlook) const;
+  // What the proposer's backlog costs to feed before it can propose (0 when
+  // it is not behind), from measured catch-ups or the prompts' cost.
+  double catch_up_seconds(std::size_t num_candidates, const Outlook& outlook) const;
+  // The expected extra seconds of retrying `choice` instead of `best`.
+  double retry_seconds(int bucket, std::size_t best, std::size_t choice, std::size_t num_candidates,
+                       const Outlook& outlook) const;
   static void decay(Acceptance& a);
 
   int max_tokens_;
@@ -102,6 +110,7 @@ class SpeculationController {
   std::array<std::int64_t, kNumBuckets> next_explore_{};
   std::array<std::int64_t, kNumBuckets> explore_gap_{};
   std::array<bool, kNumBuckets> upward_{};
+  std::array<double, kNumBuckets> since_explore_{};  // seconds of steps since the last retry
   std::unordered_map<SequenceId, Acceptance> sequences_;
   Acceptance all_;
   Throughput catch_up_;  // the proposer's catch-ups
