@@ -255,10 +255,5 @@ void tile_f32(const TileArgs& a) {
       }
     }
   }
-  for (int t = 0; t < T; ++t)
-    for (int r = 0; r < R; ++r) {
-      float v = hsum(acc[r][t]);
-      if (a.bias != nullptr) v += a.bias[r];
-      a.y[t * a.y_stride + r] = v;
-    }
+  store_tile(a, acc);
 }

@@ -292,10 +292,5 @@ void tile_q8_block32(const TileArgs& a) {
       block32_group<F, R, T, false>(a, g, static_cast<int>(num_blocks - g), acc);
     }
   }
-  for (int t = 0; t < T; ++t)
-    for (int r = 0; r < R; ++r) {
-      float v = hsum(acc[r][t]);
-      if (a.bias != nullptr) v += a.bias[r];
-      a.y[t * a.y_stride + r] = v;
-    }
+  store_tile(a, acc);
 }

@@ -174,10 +174,5 @@ void tile_q8_nvfp4(const TileArgs& a) {
   std::int64_t g = 0;
   for (; g + 8 <= num_blocks; g += 8) nvfp4_group<R, T, true>(a, g, 8, acc);
   if (g < num_blocks) nvfp4_group<R, T, false>(a, g, static_cast<int>(num_blocks - g), acc);
-  for (int t = 0; t < T; ++t)
-    for (int r = 0; r < R; ++r) {
-      float v = hsum(acc[r][t]);
-      if (a.bias != nullptr) v += a.bias[r];
-      a.y[t * a.y_stride + r] = v;
-    }
+  store_tile(a, acc);
 }

@@ -323,16 +323,6 @@ FOLIO_INLINE __m256 accumulate_k(const KRow& w, __m256i ints, __m256 dx, __m256i
   }
 }
 
-template <int R, int T>
-FOLIO_INLINE void store_tile(const TileArgs& a, const __m256 (&acc)[R][T]) {
-  for (int t = 0; t < T; ++t)
-    for (int r = 0; r < R; ++r) {
-      float v = hsum(acc[r][t]);
-      if (a.bias != nullptr) v += a.bias[r];
-      a.y[t * a.y_stride + r] = v;
-    }
-}
-
 template <class F, int R, int T>
 void tile_q8_k(const TileArgs& a) {
   const std::int64_t num_blocks = a.k / 256;

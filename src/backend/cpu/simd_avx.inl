@@ -15,6 +15,17 @@ FOLIO_INLINE float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+// A tile's outputs: y[t, r] = hsum(acc[r][t]) (+ bias[r]).
+template <int R, int T>
+FOLIO_INLINE void store_tile(const TileArgs& a, const __m256 (&acc)[R][T]) {
+  for (int t = 0; t < T; ++t)
+    for (int r = 0; r < R; ++r) {
+      float v = hsum(acc[r][t]);
+      if (a.bias != nullptr) v += a.bias[r];
+      a.y[t * a.y_stride + r] = v;
+    }
+}
+
 FOLIO_INLINE std::int32_t hsum_epi32(__m256i v) {
   __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
   s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
