@@ -429,7 +429,8 @@ TEST(CpuMatmul, PackedWeightsGiveTheSameBits) {
   const std::int64_t token_counts[] = {1, 2, 5, 16, 17, 33};
   int checked = 0;
   for (DType type : kPackableTypes)
-    for (std::int64_t k : is_kquant(type) ? std::vector<std::int64_t>{256, 768} : std::vector<std::int64_t>{32, 256, 288, 800, 896}) {
+    for (std::int64_t k : is_kquant(type) ? std::vector<std::int64_t>{256, 768}
+                                          : std::vector<std::int64_t>{32, 96, 256, 288, 800, 896, 960}) {
       Problem p(type, 33, k, 33, rng);
       Tensor b(p.bias.data(), DType::F32, {p.m});
       for (const std::string& cap : level_caps()) {
