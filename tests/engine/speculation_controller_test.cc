@@ -196,6 +196,26 @@ TEST(SpeculationController, NoLookAtTheMostWhereEvenCheapTheyWouldLose) {
   EXPECT_LT(c.step_seconds(1, 8), 0.0);
 }
 
+TEST(SpeculationController, ADraftsFurtherStepsCountAgainstTheLookAtTheMost) {
+  // A draft model costing 0.35 of a target step per token: one proposal
+  // costs 2.0 (its first step carries the catch-up and a wider
+  // verification), each further one 0.35 more. At 0.6 one loses (1.6 tokens
+  // for 2.0 s); eight at one's cost would win (2.5 tokens for 2.0 s), but
+  // with seven more draft steps they cost 4.45 s: no look at them. A lookup
+  // (relative cost 0) on the same machine gets its look.
+  const auto cost = [](int, int k) { return k == 0 ? 1.0 : 1.65 + 0.35 * k; };
+  SpeculationController draft(8, true);
+  Simulation d{draft, 0.6, cost};
+  d.outlook.relative_cost = 0.35;
+  const auto chosen = d.run(15, 1);
+  EXPECT_EQ(chosen.at(1), 2);
+  EXPECT_EQ(chosen.count(8), 0u);
+  EXPECT_LT(draft.step_seconds(1, 8), 0.0);
+  SpeculationController lookup(8, true);
+  Simulation l{lookup, 0.6, cost};
+  EXPECT_EQ(l.run(15, 1).at(8), 2);
+}
+
 TEST(SpeculationController, AFirstProposalThatLosesDoesNotHideMoreThatWin) {
   // A draft model: a fixed cost for proposing at all (its catch-up on the
   // verified tokens, a wider verification) and a little per proposal. One

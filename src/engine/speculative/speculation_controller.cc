@@ -94,11 +94,15 @@ int SpeculationController::choose(std::span<const SequenceId> candidates, int nu
     if (costs[i].num_samples > 0) continue;
     std::size_t next = i;
     if (i >= 2 && rate(candidates, num_decoding, i - 1) <= rate(candidates, num_decoding, i - 2)) {
-      // The most proposals cost at least what the losing choice did: no
-      // look where even at that cost their expected tokens would lose too
-      // (little acceptance: a draft model's look is dear).
+      // The most proposals cost at least what the losing choice did, and a
+      // draft model's further proposals a step each (its relative cost of a
+      // target step; nothing for a lookup): no look where even at that cost
+      // their expected tokens would lose too (little acceptance: a draft
+      // model's look is dear).
       const std::size_t top = ladder_.size() - 1;
-      const double best_case = expected_step_tokens(candidates, num_decoding, top) / costs[i - 1].seconds;
+      const double top_seconds =
+          costs[i - 1].seconds + (ladder_[top] - ladder_[i - 1]) * outlook.relative_cost * costs[0].seconds;
+      const double best_case = expected_step_tokens(candidates, num_decoding, top) / top_seconds;
       if (costs[top].num_samples > 0 || best_case <= rate(candidates, num_decoding, i - 2)) break;
       next = top;
     }

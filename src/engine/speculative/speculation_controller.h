@@ -22,7 +22,9 @@ namespace folio {
 struct SpeculationOutlook {
   std::int64_t backlog_tokens = 0;  // tokens the proposer must feed first, all candidates together
   double remaining_steps = 0;       // decode steps the candidates have left, on average
-  double relative_cost = 0;         // a proposer's cost per token fed over the target's (0: free)
+  // A proposer's cost per token fed over the target's (0: free): of its
+  // catch-up, and of each proposal after the first.
+  double relative_cost = 0;
   bool prompts_pending = false;     // the step will feed prompts too (its cost says nothing of the choice)
 };
 
