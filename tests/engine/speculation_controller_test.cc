@@ -21,10 +21,10 @@ struct Simulation {
   SpeculationController::Outlook outlook{};      // what the first proposals would cost beyond the step
   double catch_up = 0;                           // seconds the first proposals after none spend first
   std::mt19937 rng{7};
+  int last_k = 0;  // the previous step's choice
 
   // Runs `steps` decode steps of `batch` speculating sequences; returns how
   // often each k was chosen, and adds the tokens emitted and time spent.
-  int last_k = 0;
   std::map<int, int> run(int steps, int batch, double* tokens = nullptr, double* seconds = nullptr) {
     std::vector<SequenceId> ids;
     for (int i = 0; i < batch; ++i) ids.push_back(static_cast<SequenceId>(i + 1));

@@ -86,14 +86,15 @@ int SpeculationController::choose(std::span<const SequenceId> candidates, int nu
   // tried once the one below it beat the one below that; where the climb
   // stops, the most proposals get one look if they could win (a draft
   // model's first proposal carries costs the later ones share: one can lose
-  // where four win), and
-  // the rest is left to exploration (trying every choice where one already
-  // loses would cost more than it could teach). No trial is made where the
-  // first proposals' catch-up would cost more than they could earn.
+  // where four win), and the rest is left to exploration (trying every
+  // choice where one already loses would cost more than it could teach). No
+  // trial is made where the first proposals' catch-up would cost more than
+  // they could earn.
   for (std::size_t i = 0; i < ladder_.size(); ++i) {
     if (costs[i].num_samples > 0) continue;
     std::size_t next = i;
-    if (i >= 2 && rate(candidates, num_decoding, i - 1) <= rate(candidates, num_decoding, i - 2)) {
+    const double below = i >= 2 ? rate(candidates, num_decoding, i - 2) : 0.0;
+    if (i >= 2 && rate(candidates, num_decoding, i - 1) <= below) {
       // The most proposals cost at least what the losing choice did, and a
       // draft model's further proposals a step each (its relative cost of a
       // target step; nothing for a lookup): no look where even at that cost
@@ -103,7 +104,7 @@ int SpeculationController::choose(std::span<const SequenceId> candidates, int nu
       const double top_seconds =
           costs[i - 1].seconds + (ladder_[top] - ladder_[i - 1]) * outlook.relative_cost * costs[0].seconds;
       const double best_case = expected_step_tokens(candidates, num_decoding, top) / top_seconds;
-      if (costs[top].num_samples > 0 || best_case <= rate(candidates, num_decoding, i - 2)) break;
+      if (costs[top].num_samples > 0 || best_case <= below) break;
       next = top;
     }
     if (next >= 1 && !worth_a_trial(candidates, num_decoding, outlook)) break;
