@@ -33,7 +33,7 @@ Tensor Tensor::rows_view(std::int64_t first, std::int64_t count) const {
 Tensor Tensor::reshaped(std::initializer_list<std::int64_t> dims) const {
   Tensor t(data, dtype, dims, device);
   FOLIO_CHECK(t.numel() == numel());
-  // Packing is per row: a packed tensor keeps its row length.
+  // A packed tensor keeps its row length (its panels hold whole rows).
   FOLIO_CHECK(layout == Layout::kGguf || t.cols() == cols());
   t.layout = layout;
   return t;

@@ -21,7 +21,8 @@ enum class Device { kCpu, kCuda, kSealed };
 
 // The order of a quantized tensor's bytes within each row. kGguf: the file's
 // blocks one after another, what every op reads. kCpuPacked: Q4_0 .. Q8_0
-// and Q2_K .. Q6_K rows interleaved by the CPU backend at model load for its matmul kernels
+// rows interleaved in panels of 8, and Q2_K .. Q6_K super-blocks interleaved
+// within each row, by the CPU backend at model load for its matmul kernels
 // (backend/cpu/packed_weights.h); only that backend reads them.
 enum class Layout : std::uint8_t { kGguf, kCpuPacked };
 

@@ -79,7 +79,7 @@ TEST(CpuMatmul, ActivationQuantizerMatchesReference) {
   std::mt19937 rng(1);
   for (const std::string& cap : level_caps()) {
     for (ActFormat format :
-         {ActFormat::kQ8x32, ActFormat::kQ8x32Packed, ActFormat::kQ8x256, ActFormat::kQ8x256Packed}) {
+         {ActFormat::kQ8x32, ActFormat::kQ8x256, ActFormat::kQ8x256Packed}) {
       const bool k256 = format == ActFormat::kQ8x256 || format == ActFormat::kQ8x256Packed;
       for (std::int64_t k : {256, 512, 1536, 800}) {
         if (k256 && k % 256 != 0) continue;
@@ -343,31 +343,45 @@ TEST(CpuMatmul, EveryLevelGivesTheSameBits) {
 const DType kPackableTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K,
                                 DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
-// Row widths with a last partial group of 8 blocks (block32) and several super-blocks (K-quants).
+// Row widths of a few blocks and of several super-blocks (K-quants).
 std::vector<std::int64_t> packing_widths(DType type) {
   if (is_kquant(type)) return {256, 768, 1536};
   return {32, 224, 256, 288, 800, 1536};
 }
 
-TEST(CpuMatmul, PackingARowIsUndoneByUnpacking) {
+// Packing a panel of rows (block32: up to 8 rows, the rest padding; K-quants:
+// one row) and unpacking each of its rows gives back the file's bytes.
+TEST(CpuMatmul, PackingRowsIsUndoneByUnpacking) {
   std::mt19937 rng(9);
   for (DType type : kPackableTypes)
     for (std::int64_t k : packing_widths(type)) {
       const auto bytes = static_cast<std::size_t>(row_bytes(type, k));
-      std::vector<std::uint8_t> plain(bytes);
-      fill_weights(type, 1, k, plain.data(), rng);
-      std::vector<std::byte> packed(bytes), back(bytes);
-      pack_row(type, reinterpret_cast<const std::byte*>(plain.data()), packed.data(), k);
-      unpack_row(type, packed.data(), back.data(), k);
-      EXPECT_EQ(std::memcmp(plain.data(), back.data(), bytes), 0) << name(type) << " k=" << k;
-      if (is_kquant(type)) continue;  // PackedKQuantCodesLieWhereTheLayoutSays
-      // The first element of the last block is where the layout says.
-      const std::int64_t last = k / 32 - 1, group = last / 8 * 8, n = std::min<std::int64_t>(8, k / 32 - group);
-      const std::int64_t bb = info(type).block_bytes, halves = (type == DType::Q4_1 || type == DType::Q5_1) ? 2 : 1;
-      const std::int64_t codes = group * bb + 2 * n * halves + (type == DType::Q5_0 || type == DType::Q5_1 ? 4 * n : 0);
-      const std::int64_t plain_codes = last * bb + 2 * halves + (type == DType::Q5_0 || type == DType::Q5_1 ? 4 : 0);
-      EXPECT_EQ(std::memcmp(plain.data() + plain_codes, packed.data() + codes + 4 * (last - group), 4), 0)
-          << name(type) << " k=" << k;
+      const int panel = packed_panel_rows(type);
+      ASSERT_EQ(panel, is_kquant(type) ? 1 : 8) << name(type);
+      for (int rows : {1, 3, panel}) {
+        if (rows > panel) continue;
+        std::vector<std::uint8_t> plain(rows * bytes);
+        fill_weights(type, rows, k, plain.data(), rng);
+        std::vector<std::byte> packed(panel * bytes), back(bytes);
+        pack_panel(type, reinterpret_cast<const std::byte*>(plain.data()), bytes, rows, packed.data(), k);
+        for (int r = 0; r < rows; ++r) {
+          unpack_row(type, packed.data(), r, back.data(), k);
+          EXPECT_EQ(std::memcmp(plain.data() + r * bytes, back.data(), bytes), 0)
+              << name(type) << " k=" << k << " row " << r << " of " << rows;
+        }
+        if (is_kquant(type)) continue;  // PackedKQuantCodesLieWhereTheLayoutSays
+        // The first 4 codes of the last row's last block lie where the
+        // layout says: vector 0 of the last group, lane `rows - 1`.
+        const std::int64_t last = k / 32 - 1, bb = info(type).block_bytes;
+        const std::int64_t halves = (type == DType::Q4_1 || type == DType::Q5_1) ? 2 : 1;
+        const std::int64_t qh = (type == DType::Q5_0 || type == DType::Q5_1) ? 1 : 0;
+        const std::int64_t codes = last * 8 * bb + 16 * halves + 32 * qh + 4 * (rows - 1);
+        const std::int64_t plain_codes = (rows - 1) * bytes + last * bb + 2 * halves + 4 * qh;
+        EXPECT_EQ(std::memcmp(plain.data() + plain_codes, packed.data() + codes, 4), 0) << name(type) << " k=" << k;
+        // Padding rows are zero.
+        for (int r = rows; r < panel; ++r)
+          EXPECT_EQ(packed[last * 8 * bb + 2 * r], std::byte{0}) << name(type) << " padding row " << r;
+      }
     }
 }
 
@@ -410,7 +424,7 @@ TEST(CpuMatmul, PackedKQuantCodesLieWhereTheLayoutSays) {
         if (in_codes(i)) plain[i] = std::byte{0};
       const unsigned code = (1u << f.bits) - 1;
       plain[f.offset + f.file_byte_of_32] |= std::byte{static_cast<std::uint8_t>(code << f.file_shift_of_32)};
-      pack_row(t.type, plain.data(), packed.data(), 256);
+      pack_panel(t.type, plain.data(), bytes, 1, packed.data(), 256);
       // Element 32 (j = 1, p = 0) goes to byte 4 of its field, bits 0 .. bits - 1.
       for (std::size_t i = 0; i < bytes; ++i) {
         const std::byte want = !in_codes(i)         ? plain[i]

@@ -10,11 +10,10 @@ namespace folio {
 namespace {
 
 // Where element i of a row of k lies among the codes of `format`.
-std::int64_t code_index(ActFormat format, std::int64_t k, std::int64_t i) {
-  if (format != ActFormat::kQ8x32Packed && format != ActFormat::kQ8x256Packed) return i;
-  const std::int64_t group = i / 256 * 256, count = std::min<std::int64_t>(8, (k - group) / 32);
-  const std::int64_t block = i % 256 / 32, e = i % 32;
-  return group + 4 * count * (e / 4) + 4 * block + e % 4;
+std::int64_t code_index(ActFormat format, std::int64_t i) {
+  if (format != ActFormat::kQ8x256Packed) return i;
+  const std::int64_t group = i / 256 * 256, chunk = i % 256 / 32, e = i % 32;
+  return group + 32 * (e / 4) + 4 * chunk + e % 4;
 }
 
 }  // namespace
@@ -51,7 +50,7 @@ void quantize_activation_reference(const ActQ8Layout& layout, const float* x, st
     int sum = 0;
     for (std::int64_t i = 0; i < be; ++i) {
       const int q = static_cast<int>(std::nearbyint(xb[i] * id));
-      qs[code_index(layout.format, layout.k, b * be + i)] = static_cast<std::int8_t>(q);
+      qs[code_index(layout.format, b * be + i)] = static_cast<std::int8_t>(q);
       sum += q;
     }
     std::memcpy(row + layout.d_offset + b * sizeof(float), &d, sizeof(float));
@@ -61,14 +60,14 @@ void quantize_activation_reference(const ActQ8Layout& layout, const float* x, st
     } else {
       for (int g = 0; g < 16; ++g) {
         int group = 0;
-        for (int i = 0; i < 16; ++i) group += qs[code_index(layout.format, layout.k, b * be + 16 * g + i)];
+        for (int i = 0; i < 16; ++i) group += qs[code_index(layout.format, b * be + 16 * g + i)];
         const auto g16 = static_cast<std::int16_t>(group);
         std::memcpy(row + layout.sums_offset + (b * 16 + g) * sizeof(std::int16_t), &g16, sizeof(g16));
       }
       if (layout.format == ActFormat::kQ8x256Packed)
         for (int c = 0; c < 8; ++c) {
           int chunk = 0;
-          for (int i = 0; i < 32; ++i) chunk += qs[code_index(layout.format, layout.k, b * be + 32 * c + i)];
+          for (int i = 0; i < 32; ++i) chunk += qs[code_index(layout.format, b * be + 32 * c + i)];
           const float ds = d * static_cast<float>(chunk);
           std::memcpy(row + layout.dsums_offset + (b * 8 + c) * sizeof(float), &ds, sizeof(ds));
         }
@@ -79,7 +78,7 @@ void quantize_activation_reference(const ActQ8Layout& layout, const float* x, st
 float quantized_activation_value(const ActQ8Layout& layout, const std::byte* row, std::int64_t i) {
   float d;
   std::memcpy(&d, row + layout.d_offset + (i / layout.block_elems) * sizeof(float), sizeof(float));
-  return d * static_cast<float>(reinterpret_cast<const std::int8_t*>(row)[code_index(layout.format, layout.k, i)]);
+  return d * static_cast<float>(reinterpret_cast<const std::int8_t*>(row)[code_index(layout.format, i)]);
 }
 
 }  // namespace folio

@@ -12,8 +12,7 @@ namespace folio {
 // How the activations of a matmul are handed to its kernels.
 enum class ActFormat {
   kF32,     // the f32 rows of x as they are
-  kQ8x32,   // blocks of 32 with a float scale and d * sum: for Q4_0 .. Q8_0 weights
-  kQ8x32Packed,  // kQ8x32 with the codes of each whole group of 8 blocks interleaved: for packed weights
+  kQ8x32,   // blocks of 32 with a float scale and the sum of their codes: for Q4_0 .. Q8_0 weights, packed or not
   kQ8x256,  // blocks of 256 with a float scale and 16 partial sums: for K-quant weights
   kQ8x256Packed,  // kQ8x256 with the codes of each block's 8 chunks of 32 interleaved: for packed K-quants
 };
@@ -27,12 +26,10 @@ enum class ActFormat {
 //         each chunk of 32): the activation side of Q4_K/Q5_K's min terms
 // then padding to 64 bytes, so that in a 64-byte-aligned buffer every row's
 // codes are aligned. k must be a multiple of B.
-// kQ8x32Packed is kQ8x32 but for the order of the codes within each group of
-// 8 blocks (as packed weights, packed_weights.h): byte 32 i + 4 j + c of the
-// group is element 4 i + c of block j; in a last group of n < 8 blocks, byte
-// 4 n i + 4 j + c. kQ8x256Packed is kQ8x256 with each block's codes in that
-// order (its 8 chunks of 32 as the 8 blocks of a group: byte 32 i + 4 j + c is
-// element 32 j + 4 i + c); the sums stay in element order.
+// kQ8x256Packed is kQ8x256 with each block's codes in the order of packed
+// K-quants (packed_weights.h): byte 32 i + 4 j + c of a block is element
+// 32 j + 4 i + c (chunk j's elements 4 i .. 4 i + 3); the sums stay in
+// element order.
 struct ActQ8Layout {
   ActFormat format = ActFormat::kQ8x32;
   std::int64_t k = 0;

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "backend/cpu/matmul_kernels.h"
+#include "backend/cpu/packed_weights.h"
 #include "tensor/quant_blocks.h"
 
 #if defined(__clang__)

@@ -32,6 +32,7 @@ struct TileArgs {
   float* y = nullptr;            // y[first token, first row]
   std::int64_t y_stride = 0;     // floats between tokens in y
   const float* bias = nullptr;   // bias[first row], or null
+  std::int64_t rows = 0;         // rows of y to write: the tile's R, or fewer in a last panel
   // Weights to prefetch while the tile runs (the rows of a later tile), or
   // null: the tile fetches the same fraction of those bytes as it consumes
   // of its own, so batch-1 decode streams from memory at full rate.
@@ -40,15 +41,18 @@ struct TileArgs {
 
 using TileFn = void (*)(const TileArgs& args);
 
-// The kernels of one weight type at one precision: tiles of R or 1 rows by
-// T, T / 4, 2 or 1 tokens. The driver takes the largest that fits; R x 1 is
-// the batch-1 decode path.
+// The kernels of one weight type at one precision: tiles of R or P rows by
+// T, T / 4, 2 or 1 tokens, P the rows of a panel (1, or 8 where the weights
+// lie in panels of 8 rows: packed block32, packed_weights.h). The driver takes
+// the largest that fits; R x 1 is the batch-1 decode path. A tile of a last
+// panel writes only the rows that exist (TileArgs::rows).
 struct WeightKernels {
   static constexpr int kTokenShapes = 4;
   ActFormat act = ActFormat::kF32;
-  int rows = 0;                      // R
+  int rows = 0;                      // R, a multiple of P
+  int panel_rows = 1;                // P
   int tokens[kTokenShapes] = {};     // T, T / 4, 2, 1 (descending; T / 4 and 2 may be 1)
-  TileFn tiles[2][kTokenShapes] = {};  // [R rows, 1 row][token shape]
+  TileFn tiles[2][kTokenShapes] = {};  // [R rows, P rows][token shape]
 };
 
 // Quantizes one token's k activations into a row of `layout`.

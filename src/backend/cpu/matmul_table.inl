@@ -5,36 +5,37 @@
 // accumulators, touched once per group of blocks, may live in memory), the
 // f32 kernels need their accumulators in registers (AVX2 has 16, AVX-512 32).
 // Rows per tile are also the batch-1 path's rows in flight.
-// Packed block32 tiles: 4 rows measured no faster than 2 at batch 1 (now
-// close to streaming bandwidth) or 32, so they keep the file layout's shapes.
+// Packed block32 tiles: panels of 8 rows (lane = row), 2 panels by 16 tokens
+// where there are 32 registers, 1 panel by 16 with AVX2's 16.
 // Packed K-quant tiles: 2 rows by 32 tokens, against 2 x 16 (4 % on the 1.5B's
 // prefill: a super-block's decode serves twice the tokens), 1 x 16, 2 x 8,
 // 3 x 16 and 4 x 8 (5-25 % slower).
 
 #if FOLIO_MATMUL_WIDE
 constexpr int kBlock32Rows = 2, kBlock32Tokens = 16;
-constexpr int kPackedRows = 2, kPackedTokens = 16;
+constexpr int kPackedRows = 16, kPackedTokens = 16;
 constexpr int kKQuantRows = 2, kKQuantTokens = 16;
 constexpr int kKQuantPackedRows = 2, kKQuantPackedTokens = 32;
 constexpr int kF32Rows = 4, kF32Tokens = 4;
 #else
 constexpr int kBlock32Rows = 2, kBlock32Tokens = 16;
-constexpr int kPackedRows = 2, kPackedTokens = 16;
+constexpr int kPackedRows = 8, kPackedTokens = 16;
 constexpr int kKQuantRows = 1, kKQuantTokens = 16;
 constexpr int kKQuantPackedRows = 1, kKQuantPackedTokens = 16;
 constexpr int kF32Rows = 2, kF32Tokens = 4;
 #endif
 
-// The eight tiles of a kernel template Tile<R, T>: R or 1 rows by T, T / 4,
+// The eight tiles of a kernel template Tile<R, T>: R or P rows by T, T / 4,
 // 2 and 1 tokens (2 where T / 4 > 2: speculative verification runs batches of
 // 2 to 7 tokens, which would otherwise fall to single-token tiles).
-template <int R, int T, template <int, int> class Tile>
+template <int R, int T, template <int, int> class Tile, int P = 1>
 WeightKernels tiles(ActFormat act) {
   constexpr int kMid = T / 4 > 1 ? T / 4 : 1;
   constexpr int kSmall = kMid > 2 ? 2 : 1;
   WeightKernels k;
   k.act = act;
   k.rows = R;
+  k.panel_rows = P;
   k.tokens[0] = T;
   k.tokens[1] = kMid;
   k.tokens[2] = kSmall;
@@ -43,18 +44,34 @@ WeightKernels tiles(ActFormat act) {
   k.tiles[0][1] = Tile<R, kMid>::run;
   k.tiles[0][2] = Tile<R, kSmall>::run;
   k.tiles[0][3] = Tile<R, 1>::run;
-  k.tiles[1][0] = Tile<1, T>::run;
-  k.tiles[1][1] = Tile<1, kMid>::run;
-  k.tiles[1][2] = Tile<1, kSmall>::run;
-  k.tiles[1][3] = Tile<1, 1>::run;
+  k.tiles[1][0] = Tile<P, T>::run;
+  k.tiles[1][1] = Tile<P, kMid>::run;
+  k.tiles[1][2] = Tile<P, kSmall>::run;
+  k.tiles[1][3] = Tile<P, 1>::run;
   return k;
 }
 
-template <class F, bool kPacked>
+template <class F>
 struct Block32Tile {
   template <int R, int T>
   struct Tile {
-    static void run(const TileArgs& a) { tile_q8_block32<F, R, T, kPacked>(a); }
+    static void run(const TileArgs& a) { tile_q8_block32<F, R, T>(a); }
+  };
+};
+
+template <class F>
+struct RowsTile {
+  template <int R, int T>
+  struct Tile {
+    static void run(const TileArgs& a) { tile_q8_rows<F, R, T>(a); }
+  };
+};
+
+template <class F>
+struct PanelTile {
+  template <int R, int T>
+  struct Tile {
+    static void run(const TileArgs& a) { tile_q8_panels<F, R, T>(a); }
   };
 };
 
@@ -89,12 +106,19 @@ struct F32Tile {
 
 template <class F>
 WeightKernels block32_kernels() {
-  return tiles<kBlock32Rows, kBlock32Tokens, Block32Tile<F, false>::template Tile>(ActFormat::kQ8x32);
+  return tiles<kBlock32Rows, kBlock32Tokens, Block32Tile<F>::template Tile>(ActFormat::kQ8x32);
+}
+
+// The packable block32 formats in the file's layout: one panel's rows at a
+// time, for the bits of the packed kernels.
+template <class F>
+WeightKernels rows_kernels() {
+  return tiles<kPanelRows, kBlock32Tokens, RowsTile<F>::template Tile, kPanelRows>(ActFormat::kQ8x32);
 }
 
 template <class F>
 WeightKernels packed_kernels() {
-  return tiles<kPackedRows, kPackedTokens, Block32Tile<F, true>::template Tile>(ActFormat::kQ8x32Packed);
+  return tiles<kPackedRows, kPackedTokens, PanelTile<F>::template Tile, kPanelRows>(ActFormat::kQ8x32);
 }
 
 WeightKernels nvfp4_kernels() { return tiles<kBlock32Rows, kBlock32Tokens, Nvfp4Tile>(ActFormat::kQ8x32); }
@@ -144,11 +168,11 @@ MatmulKernels make_kernels() {
   // Float weights take the f32 kernels at both precisions.
   const DType float_types[] = {DType::F32, DType::F16, DType::BF16};
   for (DType t : float_types) k.q8[static_cast<int>(t)] = k.f32[static_cast<int>(t)];
-  k.q8[static_cast<int>(DType::Q4_0)] = block32_kernels<Q4_0>();
-  k.q8[static_cast<int>(DType::Q4_1)] = block32_kernels<Q4_1>();
-  k.q8[static_cast<int>(DType::Q5_0)] = block32_kernels<Q5_0>();
-  k.q8[static_cast<int>(DType::Q5_1)] = block32_kernels<Q5_1>();
-  k.q8[static_cast<int>(DType::Q8_0)] = block32_kernels<Q8_0>();
+  k.q8[static_cast<int>(DType::Q4_0)] = rows_kernels<Q4_0>();
+  k.q8[static_cast<int>(DType::Q4_1)] = rows_kernels<Q4_1>();
+  k.q8[static_cast<int>(DType::Q5_0)] = rows_kernels<Q5_0>();
+  k.q8[static_cast<int>(DType::Q5_1)] = rows_kernels<Q5_1>();
+  k.q8[static_cast<int>(DType::Q8_0)] = rows_kernels<Q8_0>();
   k.q8_packed[static_cast<int>(DType::Q4_0)] = packed_kernels<Q4_0>();
   k.q8_packed[static_cast<int>(DType::Q4_1)] = packed_kernels<Q4_1>();
   k.q8_packed[static_cast<int>(DType::Q5_0)] = packed_kernels<Q5_0>();

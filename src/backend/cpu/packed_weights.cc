@@ -37,47 +37,59 @@ std::uint8_t every_fourth_bit(std::uint32_t w) {
   return static_cast<std::uint8_t>(w | w >> 12);
 }
 
-// Moves the bytes of one group of `count` blocks between the file's order
-// and the packed one; to_packed picks the direction.
-void move_group(const Block32Fields& f, int count, const std::byte* src, std::byte* dst, bool to_packed) {
-  auto move = [&](std::ptrdiff_t plain_off, std::ptrdiff_t packed_off, std::size_t n) {
-    if (to_packed) {
-      std::memcpy(dst + packed_off, src + plain_off, n);
-    } else {
-      std::memcpy(dst + plain_off, src + packed_off, n);
-    }
-  };
-  const std::ptrdiff_t vector_bytes = 4 * count;  // one code vector: 4 bytes per block
-  const std::ptrdiff_t qh_packed = 2 * count * f.halves;
-  const std::ptrdiff_t codes_packed = qh_packed + (f.high_bits ? vector_bytes : 0);
-  for (int j = 0; j < count; ++j) {
-    const std::ptrdiff_t block = static_cast<std::ptrdiff_t>(j) * f.bytes;
-    for (int h = 0; h < f.halves; ++h) move(block + 2 * h, 2 * count * h + 2 * j, 2);
-    const std::ptrdiff_t codes_plain = block + 2 * f.halves + (f.high_bits ? 4 : 0);
-    for (int v = 0; v < f.code_bytes / 4; ++v) move(codes_plain + 4 * v, codes_packed + vector_bytes * v + 4 * j, 4);
+// Calls move(j, offset in block j, offset in the group, bytes) for every run
+// of bytes of a packed group (block b of the 8 rows of a panel, row j's block
+// in lane j) but qh, which is converted bit by bit.
+template <class Move>
+void for_each_run(const Block32Fields& f, Move move) {
+  const std::ptrdiff_t codes_packed = 16 * f.halves + (f.high_bits ? 32 : 0);
+  const std::ptrdiff_t codes_plain = 2 * f.halves + (f.high_bits ? 4 : 0);
+  for (int j = 0; j < kPanelRows; ++j) {
+    for (int h = 0; h < f.halves; ++h) move(j, 2 * h, 16 * h + 2 * j, 2);
+    for (int v = 0; v < f.code_bytes / 4; ++v) move(j, codes_plain + 4 * v, codes_packed + 32 * v + 4 * j, 4);
+  }
+}
+
+// Where a group's qh lies: after its binary16 fields.
+std::ptrdiff_t qh_of(const Block32Fields& f) { return 16 * f.halves; }
+
+// `rows` rows (row j at src + j * stride) -> one panel of 8 (packed_weights.h).
+void pack_block32_panel(const Block32Fields& f, const std::byte* src, std::size_t stride, int rows, std::byte* dst,
+                        std::int64_t k) {
+  const std::int64_t group_bytes = kPanelRows * f.bytes;
+  std::memset(dst, 0, static_cast<std::size_t>(k / 32 * group_bytes));
+  for (std::int64_t b = 0; b < k / 32; ++b) {
+    std::byte* group = dst + b * group_bytes;
+    auto block = [&](int j) { return src + j * stride + b * f.bytes; };
+    for_each_run(f, [&](int j, std::ptrdiff_t plain, std::ptrdiff_t packed, std::size_t n) {
+      if (j < rows) std::memcpy(group + packed, block(j) + plain, n);
+    });
     if (!f.high_bits) continue;
-    // qh: the bit of element 4 i + c of block j is bit i of byte 4 j + c.
-    std::uint32_t bits = 0;
-    if (to_packed) {
-      std::memcpy(&bits, src + block + 2 * f.halves, 4);
-      for (int c = 0; c < 4; ++c) dst[qh_packed + 4 * j + c] = std::byte{every_fourth_bit(bits >> c)};
-    } else {
-      for (int c = 0; c < 4; ++c)
-        for (int i = 0; i < 8; ++i)
-          bits |= static_cast<std::uint32_t>((std::to_integer<unsigned>(src[qh_packed + 4 * j + c]) >> i) & 1u)
-                  << (4 * i + c);
-      std::memcpy(dst + block + 2 * f.halves, &bits, 4);
+    // qh: the bit of element 4 i + c of row j is bit i of byte 4 j + c.
+    for (int j = 0; j < rows; ++j) {
+      std::uint32_t bits = 0;
+      std::memcpy(&bits, block(j) + 2 * f.halves, 4);
+      for (int c = 0; c < 4; ++c) group[qh_of(f) + 4 * j + c] = std::byte{every_fourth_bit(bits >> c)};
     }
   }
 }
 
-void convert_block32_row(DType type, const std::byte* src, std::byte* dst, std::int64_t k, bool to_packed) {
-  Block32Fields f;
-  FOLIO_CHECK(fields_of(type, f) && k % 32 == 0);
-  const std::int64_t num_blocks = k / 32;
-  for (std::int64_t b = 0; b < num_blocks; b += kPackedGroupBlocks) {
-    const int count = static_cast<int>(std::min<std::int64_t>(kPackedGroupBlocks, num_blocks - b));
-    move_group(f, count, src + b * f.bytes, dst + b * f.bytes, to_packed);
+// Row `lane` of a panel back to the file's order.
+void unpack_block32_row(const Block32Fields& f, const std::byte* panel, int lane, std::byte* dst, std::int64_t k) {
+  const std::int64_t group_bytes = kPanelRows * f.bytes;
+  for (std::int64_t b = 0; b < k / 32; ++b) {
+    const std::byte* group = panel + b * group_bytes;
+    std::byte* block = dst + b * f.bytes;
+    for_each_run(f, [&](int j, std::ptrdiff_t plain, std::ptrdiff_t packed, std::size_t n) {
+      if (j == lane) std::memcpy(block + plain, group + packed, n);
+    });
+    if (!f.high_bits) continue;
+    std::uint32_t bits = 0;
+    for (int c = 0; c < 4; ++c)
+      for (int i = 0; i < 8; ++i)
+        bits |= static_cast<std::uint32_t>((std::to_integer<unsigned>(group[qh_of(f) + 4 * lane + c]) >> i) & 1u)
+                << (4 * i + c);
+    std::memcpy(block + 2 * f.halves, &bits, 4);
   }
 }
 
@@ -252,12 +264,6 @@ void convert_kquant_row(DType type, const std::byte* src, std::byte* dst, std::i
   }
 }
 
-void convert_row(DType type, const std::byte* src, std::byte* dst, std::int64_t k, bool to_packed) {
-  CodeField fields[2];
-  if (kquant_fields(type, fields) > 0) return convert_kquant_row(type, src, dst, k, to_packed);
-  convert_block32_row(type, src, dst, k, to_packed);
-}
-
 }  // namespace
 
 bool is_packable(DType type) {
@@ -266,10 +272,29 @@ bool is_packable(DType type) {
   return fields_of(type, f) || kquant_fields(type, k) > 0;
 }
 
-void pack_row(DType type, const std::byte* src, std::byte* dst, std::int64_t k) { convert_row(type, src, dst, k, true); }
+int packed_panel_rows(DType type) {
+  Block32Fields f;
+  return fields_of(type, f) ? kPanelRows : 1;
+}
 
-void unpack_row(DType type, const std::byte* src, std::byte* dst, std::int64_t k) {
-  convert_row(type, src, dst, k, false);
+void pack_panel(DType type, const std::byte* src, std::size_t stride, int rows, std::byte* dst, std::int64_t k) {
+  Block32Fields f;
+  if (fields_of(type, f)) {
+    FOLIO_CHECK(k % 32 == 0 && rows >= 1 && rows <= kPanelRows);
+    return pack_block32_panel(f, src, stride, rows, dst, k);
+  }
+  FOLIO_CHECK(rows == 1);
+  convert_kquant_row(type, src, dst, k, true);
+}
+
+void unpack_row(DType type, const std::byte* panel, int lane, std::byte* dst, std::int64_t k) {
+  Block32Fields f;
+  if (fields_of(type, f)) {
+    FOLIO_CHECK(k % 32 == 0 && lane >= 0 && lane < kPanelRows);
+    return unpack_block32_row(f, panel, lane, dst, k);
+  }
+  FOLIO_CHECK(lane == 0);
+  convert_kquant_row(type, panel, dst, k, false);
 }
 
 }  // namespace folio

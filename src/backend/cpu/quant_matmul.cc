@@ -107,10 +107,10 @@ void QuantMatmul::run_group(ThreadPool& pool, const Input& in, std::span<const M
     base.x_dsums_offset = layout.dsums_offset;
   }
 
-  // The work, in units: each target's panels of R rows, its last unit also
-  // taking the rows after its last panel (a target of fewer than R rows is
-  // one unit of single rows), so that every row's tile shape is fixed by its
-  // own target's m alone.
+  // The work, in units: each target's tiles of R rows, its last unit also
+  // taking the rows after its last tile, P at a time (a target of fewer than
+  // R rows is one unit of P-row tiles), so that every row's tile shape is
+  // fixed by its own target's m alone.
   struct Job {
     const WeightKernels* wk;
     TileArgs base;
@@ -152,8 +152,9 @@ void QuantMatmul::run_group(ThreadPool& pool, const Input& in, std::span<const M
         const Job& j = jobs[ji];
         const WeightKernels& wk = *j.wk;
         const int R = wk.rows;
-        auto tile_at = [&](TileFn fn, std::int64_t row, std::int64_t token, bool prefetch) {
+        auto tile_at = [&](TileFn fn, std::int64_t row, std::int64_t rows, std::int64_t token, bool prefetch) {
           TileArgs a = j.base;
+          a.rows = rows;
           a.w = j.base.w + row * j.base.w_stride;
           a.x = j.base.x + token * j.base.x_stride;
           a.y = j.base.y + token * j.m + row;
@@ -163,17 +164,18 @@ void QuantMatmul::run_group(ThreadPool& pool, const Input& in, std::span<const M
             a.prefetch = j.base.w + (row + j.prefetch_rows) * j.base.w_stride;
           fn(a);
         };
-        // Tokens [t0, t1) of rows [row, row + R or 1), in the widest tiles that fit.
+        // Tokens [t0, t1) of rows [row, row + R or P), in the widest tiles that fit.
         auto tokens_of = [&](int shape, std::int64_t row) {
+          const std::int64_t rows = std::min<std::int64_t>(shape == 0 ? R : wk.panel_rows, j.m - row);
           std::int64_t t = t0;
           for (int s = 0; s < WeightKernels::kTokenShapes; ++s)
             for (; t + wk.tokens[s] <= t1; t += wk.tokens[s])
-              tile_at(wk.tiles[shape][s], row, t, shape == 0 && t == t0);
+              tile_at(wk.tiles[shape][s], row, rows, t, shape == 0 && t == t0);
         };
         const std::int64_t p = u - j.first_unit;
         if (p < j.panels) tokens_of(0, p * R);
         if (p == std::max<std::int64_t>(1, j.panels) - 1)
-          for (std::int64_t row = j.panels * R; row < j.m; ++row) tokens_of(1, row);
+          for (std::int64_t row = j.panels * R; row < j.m; row += wk.panel_rows) tokens_of(1, row);
       }
     }
   });
@@ -195,10 +197,13 @@ void QuantMatmul::embedding(ThreadPool& pool, const Tensor& table, const Tensor&
   const bool packed = table.layout == Layout::kCpuPacked;
   pool.parallel_for(ids.numel(), [&](std::int64_t begin, std::int64_t end) {
     std::vector<std::byte> plain(packed ? table.row_bytes() : 0);
+    const std::int64_t panel_rows = packed ? packed_panel_rows(table.dtype) : 1;
     for (std::int64_t i = begin; i < end; ++i) {
-      const void* row = table.row(ids.as<const std::int32_t>()[i]);
+      const std::int32_t id = ids.as<const std::int32_t>()[i];
+      const void* row = table.row(id);
       if (packed) {
-        unpack_row(table.dtype, static_cast<const std::byte*>(row), plain.data(), dim);
+        const auto* panel = static_cast<const std::byte*>(table.row(id / panel_rows * panel_rows));
+        unpack_row(table.dtype, panel, static_cast<int>(id % panel_rows), plain.data(), dim);
         row = plain.data();
       }
       float* dst = out.as<float>() + i * dim;
@@ -217,12 +222,19 @@ Buffer QuantMatmul::pack(ThreadPool& pool, Tensor& w) const {
       w.device != Device::kCpu || !is_packable(w.dtype) || type >= kMaxDTypeId ||
       kernels_->q8_packed[type].tiles[0][0] == nullptr || w.rows() == 0)
     return {};
-  Buffer packed = host_buffer(w.bytes() + kPackedSlackBytes);
+  // Panels of P rows, the last one padded; a stack of matrices (experts)
+  // must keep each matrix's first row at the start of a panel.
+  const std::int64_t P = packed_panel_rows(w.dtype), rows = w.rows();
+  if (w.ndim > 2 && w.shape[w.ndim - 2] % P != 0) return {};
+  const std::int64_t panels = (rows + P - 1) / P;
   const std::size_t row_bytes = w.row_bytes();
+  Buffer packed = host_buffer(static_cast<std::size_t>(panels * P) * row_bytes + kPackedSlackBytes);
   const auto* src = static_cast<const std::byte*>(w.data);
   auto* dst = static_cast<std::byte*>(packed.data());
-  pool.parallel_for(w.rows(), [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t r = begin; r < end; ++r) pack_row(w.dtype, src + r * row_bytes, dst + r * row_bytes, w.cols());
+  pool.parallel_for(panels, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t p = begin; p < end; ++p)
+      pack_panel(w.dtype, src + p * P * row_bytes, row_bytes, static_cast<int>(std::min(P, rows - p * P)),
+                 dst + p * P * row_bytes, w.cols());
   });
   w.data = packed.data();
   w.layout = Layout::kCpuPacked;

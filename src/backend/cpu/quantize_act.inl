@@ -20,8 +20,9 @@ FOLIO_INLINE Codes32 quantize_32(const float* x, __m256 id, std::int8_t* q) {
   return c;
 }
 
-// The codes of 8 blocks, block j at 32 j, to the kQ8x32Packed order: element
-// 4 i + c of block j at 32 i + 4 j + c (an 8 x 8 transpose of int32 lanes).
+// The codes of a block of 256 as 8 chunks of 32, chunk j at 32 j, to the
+// kQ8x256Packed order: element 4 i + c of chunk j at 32 i + 4 j + c (an 8 x 8
+// transpose of int32 lanes).
 FOLIO_INLINE void interleave_group(const std::int8_t* blocks, std::int8_t* dst) {
   __m256i r[8];
   for (int j = 0; j < 8; ++j) r[j] = loadu256(blocks + 32 * j);
@@ -42,13 +43,6 @@ FOLIO_INLINE void interleave_group(const std::int8_t* blocks, std::int8_t* dst) 
   }
 }
 
-// As interleave_group for a last group of count < 8 blocks: element 4 i + c
-// of block j to 4 count i + 4 j + c.
-FOLIO_INLINE void interleave_partial(const std::int8_t* blocks, int count, std::int8_t* dst) {
-  for (int i = 0; i < 8; ++i)
-    for (int j = 0; j < count; ++j) std::memcpy(dst + 4 * count * i + 4 * j, blocks + 32 * j + 4 * i, 4);
-}
-
 void quantize_act(const ActQ8Layout& layout, const float* x, std::byte* row) {
   auto* qs = reinterpret_cast<std::int8_t*>(row);
   const std::int64_t be = layout.block_elems;
@@ -66,15 +60,7 @@ void quantize_act(const ActQ8Layout& layout, const float* x, std::byte* row) {
     const __m256 idv = _mm256_set1_ps(id);
     std::memcpy(row + layout.d_offset + b * sizeof(float), &d, sizeof(float));
     if (be == 32) {
-      // Packed: a group's blocks go to a scratch of 8 x 32 codes, then are
-      // interleaved once the group's last block is in.
-      const bool packed = layout.format == ActFormat::kQ8x32Packed;
-      const Codes32 c = quantize_32(xb, idv, packed ? group + (b % 8) * 32 : qs + b * be);
-      if (packed && b % 8 == 7) {
-        interleave_group(group, qs + (b - 7) * be);
-      } else if (packed && b == num_blocks - 1) {
-        interleave_partial(group, static_cast<int>(b % 8) + 1, qs + b / 8 * 8 * be);
-      }
+      const Codes32 c = quantize_32(xb, idv, qs + b * be);
       const __m256i sum = _mm256_add_epi32(_mm256_add_epi32(c.part[0], c.part[1]), _mm256_add_epi32(c.part[2], c.part[3]));
       const std::int32_t s = hsum_epi32(sum);
       std::memcpy(row + layout.sums_offset + b * sizeof(s), &s, sizeof(s));
