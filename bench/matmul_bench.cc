@@ -10,6 +10,8 @@
 //                                                    (steadier on a busy machine)
 //   build/bench/matmul_bench --no-pack               weights in the file's layout,
 //                                                    not packed as a model load does
+//   build/bench/matmul_bench --level=avx2            kernels of a lower SIMD level
+//                                                    (avx512, avx2, scalar)
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 
@@ -32,6 +34,7 @@ namespace {
 
 int g_threads = 0;       // --threads; 0: one per core
 bool g_no_pack = false;  // --no-pack: weights in the file's layout
+std::string g_level;     // --level: the highest SIMD level the kernels may use
 
 int bench_threads() { return g_threads > 0 ? g_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
 
@@ -148,7 +151,7 @@ void Matmul(benchmark::State& state, Shape shape, MatmulPrecision precision) {
   std::mt19937 rng(8);
   std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
   for (auto& v : x) v = unit(rng);
-  CpuBackend cpu(bench_threads(), {}, precision);
+  CpuBackend cpu(bench_threads(), g_level, precision);
   Tensor xt(x.data(), DType::F32, {n, k});
   Tensor yt(y.data(), DType::F32, {n, m});
   // Each copy as a model load leaves it: packed by the backend, unless --no-pack.
@@ -200,6 +203,8 @@ int main(int argc, char** argv) {
       folio::g_threads = std::stoi(arg.substr(10));
     } else if (arg == "--no-pack") {
       folio::g_no_pack = true;
+    } else if (arg.rfind("--level=", 0) == 0) {
+      folio::g_level = arg.substr(8);
     } else {
       argv[kept++] = argv[i];
     }
