@@ -250,7 +250,8 @@ FOLIO_INLINE void store_panels(const TileArgs& a, const __m256 (&acc)[P][T]) {
     if (valid <= 0) break;
     const __m256i mask = first_lanes(valid < 8 ? static_cast<int>(valid) : 8);
     __m256 bias = _mm256_setzero_ps();
-    if (a.bias != nullptr) bias = valid >= 8 ? _mm256_loadu_ps(a.bias + 8 * p) : _mm256_maskload_ps(a.bias + 8 * p, mask);
+    if (a.bias != nullptr)
+      bias = valid >= 8 ? _mm256_loadu_ps(a.bias + 8 * p) : _mm256_maskload_ps(a.bias + 8 * p, mask);
     for (int t = 0; t < T; ++t) {
       const __m256 v = a.bias != nullptr ? _mm256_add_ps(acc[p][t], bias) : acc[p][t];
       float* y = a.y + t * a.y_stride + 8 * p;

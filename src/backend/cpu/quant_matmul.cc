@@ -18,8 +18,8 @@ constexpr std::size_t kChunkBytes = 256 * 1024;
 // Below this many elements, quantizing the activations costs less than waking
 // the other threads.
 constexpr std::int64_t kParallelQuantizeElems = 1 << 16;
-// How far ahead a panel's first tile prefetches weights, in bytes (rounded up
-// to whole panels): enough to cover memory latency at full bandwidth.
+// How far ahead the first tile of R rows prefetches weights, in bytes
+// (rounded up to whole tiles): enough to cover memory latency at full bandwidth.
 constexpr std::int64_t kPrefetchBytes = 16384;
 
 const MatmulKernels* select_kernels(const CpuFeatures& f) {
@@ -114,7 +114,7 @@ void QuantMatmul::run_group(ThreadPool& pool, const Input& in, std::span<const M
   struct Job {
     const WeightKernels* wk;
     TileArgs base;
-    std::int64_t m, panels, prefetch_rows, first_unit;
+    std::int64_t m, tiles, prefetch_rows, first_unit;
   };
   std::vector<Job> jobs;
   jobs.reserve(targets.size());
@@ -129,10 +129,10 @@ void QuantMatmul::run_group(ThreadPool& pool, const Input& in, std::span<const M
     j.base.y = t.y->as<float>();
     j.base.y_stride = j.m;
     j.base.bias = t.bias != nullptr ? t.bias->as<const float>() : nullptr;
-    j.panels = j.m / R;
-    const std::int64_t panel_bytes = R * static_cast<std::int64_t>(j.base.w_stride);
-    j.prefetch_rows = (kPrefetchBytes + panel_bytes - 1) / panel_bytes * R;
-    num_units += std::max<std::int64_t>(1, j.panels);
+    j.tiles = j.m / R;  // whole tiles of R rows
+    const std::int64_t tile_bytes = R * static_cast<std::int64_t>(j.base.w_stride);
+    j.prefetch_rows = (kPrefetchBytes + tile_bytes - 1) / tile_bytes * R;
+    num_units += std::max<std::int64_t>(1, j.tiles);
     widest = std::max(widest, j.wk->tokens[0]);
     jobs.push_back(j);
   }
@@ -159,7 +159,7 @@ void QuantMatmul::run_group(ThreadPool& pool, const Input& in, std::span<const M
           a.x = j.base.x + token * j.base.x_stride;
           a.y = j.base.y + token * j.m + row;
           a.bias = j.base.bias != nullptr ? j.base.bias + row : nullptr;
-          // The first tile of a panel fetches the weights of a panel further on.
+          // The first tile of R rows fetches the weights of rows further on.
           if (prefetch && row + j.prefetch_rows + R <= j.m)
             a.prefetch = j.base.w + (row + j.prefetch_rows) * j.base.w_stride;
           fn(a);
@@ -173,9 +173,9 @@ void QuantMatmul::run_group(ThreadPool& pool, const Input& in, std::span<const M
               tile_at(wk.tiles[shape][s], row, rows, t, shape == 0 && t == t0);
         };
         const std::int64_t p = u - j.first_unit;
-        if (p < j.panels) tokens_of(0, p * R);
-        if (p == std::max<std::int64_t>(1, j.panels) - 1)
-          for (std::int64_t row = j.panels * R; row < j.m; row += wk.panel_rows) tokens_of(1, row);
+        if (p < j.tiles) tokens_of(0, p * R);
+        if (p == std::max<std::int64_t>(1, j.tiles) - 1)
+          for (std::int64_t row = j.tiles * R; row < j.m; row += wk.panel_rows) tokens_of(1, row);
       }
     }
   });
