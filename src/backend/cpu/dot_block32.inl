@@ -26,12 +26,12 @@
 // lane j comes from a horizontal-add tree over 8 dots (one per block).
 
 // The 8 code vectors of a packed group (packed_weights.h) from its codes
-// (after d, m and qh), `stride` bytes apart: vector i = elements 4 i .. 4 i + 3
+// (after d, m and qh), 32 bytes a vector: vector i = elements 4 i .. 4 i + 3
 // of every row.
-FOLIO_INLINE void packed_nibbles(const std::byte* p, int stride, __m256i (&q)[8]) {
+FOLIO_INLINE void packed_nibbles(const std::byte* p, __m256i (&q)[8]) {
   const __m256i low = _mm256_set1_epi8(0x0f);
   for (int v = 0; v < 4; ++v) {
-    const __m256i b = loadu256(p + stride * v);
+    const __m256i b = loadu256(p + 32 * v);
     q[v] = _mm256_and_si256(b, low);
     q[v + 4] = _mm256_and_si256(_mm256_srli_epi16(b, 4), low);
   }
@@ -59,8 +59,8 @@ struct Q4_0 {
   static constexpr bool kMin = false;
   static FOLIO_INLINE __m256i codes(const std::byte* b) { return split_nibbles(b + 2); }
   static FOLIO_INLINE __m256i dot(__m256i q, __m256i x) { return dot_u8s8(_mm256_setzero_si256(), q, x); }
-  static FOLIO_INLINE void packed_codes(const std::byte* p, int stride, __m256i (&q)[8]) {
-    packed_nibbles(p, stride, q);
+  static FOLIO_INLINE void packed_codes(const std::byte* p, __m256i (&q)[8]) {
+    packed_nibbles(p, q);
   }
   static FOLIO_INLINE __m256i dot_acc(__m256i acc, __m256i q, __m256i x) { return dot_u8s8(acc, q, x); }
 };
@@ -71,8 +71,8 @@ struct Q4_1 {
   static constexpr bool kMin = true;
   static FOLIO_INLINE __m256i codes(const std::byte* b) { return split_nibbles(b + 4); }
   static FOLIO_INLINE __m256i dot(__m256i q, __m256i x) { return dot_u8s8(_mm256_setzero_si256(), q, x); }
-  static FOLIO_INLINE void packed_codes(const std::byte* p, int stride, __m256i (&q)[8]) {
-    packed_nibbles(p, stride, q);
+  static FOLIO_INLINE void packed_codes(const std::byte* p, __m256i (&q)[8]) {
+    packed_nibbles(p, q);
   }
   static FOLIO_INLINE __m256i dot_acc(__m256i acc, __m256i q, __m256i x) { return dot_u8s8(acc, q, x); }
 };
@@ -86,8 +86,8 @@ struct Q5_0 {
     return _mm256_or_si256(split_nibbles(b + 6), high);
   }
   static FOLIO_INLINE __m256i dot(__m256i q, __m256i x) { return dot_u8s8(_mm256_setzero_si256(), q, x); }
-  static FOLIO_INLINE void packed_codes(const std::byte* p, int stride, __m256i (&q)[8]) {
-    packed_nibbles(p + stride, stride, q);
+  static FOLIO_INLINE void packed_codes(const std::byte* p, __m256i (&q)[8]) {
+    packed_nibbles(p + 32, q);
     packed_high_bits(p, q);
   }
   static FOLIO_INLINE __m256i dot_acc(__m256i acc, __m256i q, __m256i x) { return dot_u8s8(acc, q, x); }
@@ -102,8 +102,8 @@ struct Q5_1 {
     return _mm256_or_si256(split_nibbles(b + 8), high);
   }
   static FOLIO_INLINE __m256i dot(__m256i q, __m256i x) { return dot_u8s8(_mm256_setzero_si256(), q, x); }
-  static FOLIO_INLINE void packed_codes(const std::byte* p, int stride, __m256i (&q)[8]) {
-    packed_nibbles(p + stride, stride, q);
+  static FOLIO_INLINE void packed_codes(const std::byte* p, __m256i (&q)[8]) {
+    packed_nibbles(p + 32, q);
     packed_high_bits(p, q);
   }
   static FOLIO_INLINE __m256i dot_acc(__m256i acc, __m256i q, __m256i x) { return dot_u8s8(acc, q, x); }
@@ -132,8 +132,8 @@ struct Q8_0 {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(q), _mm256_sign_epi8(x, q)), _mm256_set1_epi16(1));
 #endif
   }
-  static FOLIO_INLINE void packed_codes(const std::byte* p, int stride, __m256i (&q)[8]) {
-    for (int i = 0; i < 8; ++i) q[i] = codes_at(p + stride * i);
+  static FOLIO_INLINE void packed_codes(const std::byte* p, __m256i (&q)[8]) {
+    for (int i = 0; i < 8; ++i) q[i] = codes_at(p + 32 * i);
   }
   static FOLIO_INLINE __m256i dot_acc(__m256i acc, __m256i q, __m256i x) {
 #if FOLIO_MATMUL_VNNI
@@ -310,7 +310,7 @@ void tile_q8_panels(const TileArgs& a) {
       const std::byte* group = a.w + p * panel_bytes + b * group_bytes;
       dw[p] = _mm256_cvtph_ps(loadu128(group));
       mw[p] = F::kMin ? _mm256_cvtph_ps(loadu128(group + 16)) : _mm256_setzero_ps();
-      F::packed_codes(group + 16 * kHalves, 32, q[p]);
+      F::packed_codes(group + 16 * kHalves, q[p]);
     }
     const std::byte* xr = a.x;
     for (int t = 0; t < T; ++t, xr += a.x_stride) {

@@ -183,7 +183,7 @@ struct Q4_K {
   }
   static FOLIO_INLINE void unpack_packed(const std::byte* b, KUnpacked& u) {
     k4_scales(b + 4, u);
-    packed_nibbles(b + 16, 32, u.q);
+    packed_nibbles(b + 16, u.q);
     u.d = load_f16(b);
     u.dmin = load_f16(b + 2);
   }
@@ -204,7 +204,7 @@ struct Q5_K {
   }
   static FOLIO_INLINE void unpack_packed(const std::byte* b, KUnpacked& u) {
     k4_scales(b + 4, u);
-    packed_nibbles(b + 48, 32, u.q);
+    packed_nibbles(b + 48, u.q);
     packed_bits<4>(b + 16, u.q);
     u.d = load_f16(b);
     u.dmin = load_f16(b + 2);
@@ -237,7 +237,7 @@ struct Q6_K {
   static FOLIO_INLINE void unpack_packed(const std::byte* b, KUnpacked& u) {
     u.sc = _mm256_cvtepi8_epi16(loadu128(b + 192));
     u.corr = _mm256_slli_epi16(u.sc, 5);
-    packed_nibbles(b, 32, u.q);
+    packed_nibbles(b, u.q);
     packed_crumbs<4>(b + 128, u.q);
     u.d = load_f16(b + 208);
     u.dmin = 0.0f;
