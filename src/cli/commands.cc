@@ -1,19 +1,31 @@
 #include "cli/commands.h"
 
+#include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <filesystem>
+
+#include "core/error.h"
+#include "core/version.h"
 
 namespace folio::cli {
 
-void register_commands(CLI::App& app) {
-  add_inspect(app);
-  add_tokenize(app);
-  add_run(app);
-  add_perplexity(app);
-  add_kv_calc(app);
-  add_serve(app);
-  add_bench(app);
-  add_quantize(app);
+
+int run_app(CLI::App& app, int argc, char** argv) {
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("folio ") + version_string() + " (" + git_commit() + ")");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "folio: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "folio: unexpected error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
 }
 
 std::string default_model_path() {
@@ -24,7 +36,7 @@ std::string default_model_path() {
     const char* home = std::getenv("HOME");
     dir = std::string(home ? home : ".") + "/.cache/folio/models";
   }
-  return dir + "/smollm2-135m-instruct-q4_1.gguf";
+  return dir + "/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf";
 }
 
 std::string find_near_binary(const std::vector<std::string>& candidates) {

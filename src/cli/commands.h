@@ -1,4 +1,6 @@
-// The subcommands of the `folio` binary; each file in cli/ adds its own.
+// The subcommands of the `folio` binary (each file in cli/ adds its own) and
+// of `folio-tools`, the offline tools (cli/tools/: quantize, perplexity),
+// which `folio` runs for those names so that it need not link them.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -8,18 +10,22 @@
 
 namespace folio::cli {
 
-void register_commands(CLI::App& app);
-
 void add_inspect(CLI::App& app);
 void add_run(CLI::App& app);
-void add_perplexity(CLI::App& app);
 void add_tokenize(CLI::App& app);
 void add_kv_calc(CLI::App& app);
 void add_serve(CLI::App& app);
 void add_bench(CLI::App& app);
+// folio-tools'.
+void add_perplexity(CLI::App& app);
 void add_quantize(CLI::App& app);
 
-// The default model's path in the models cache (FOLIO_MODELS overrides).
+// Parses the command line into `app` and runs the subcommand it names; an
+// error is one line on stderr. Returns the exit status.
+int run_app(CLI::App& app, int argc, char** argv);
+
+// The default model's path in the models cache (FOLIO_MODELS overrides):
+// Qwen2.5-Coder-1.5B-Instruct, the smallest packaged model whose answers make sense.
 std::string default_model_path();
 
 // The first of `candidates` (relative paths) that exists under the folio

@@ -19,7 +19,7 @@ ModelSessionOptions ModelOptions::resolved() const {
 }
 
 void add_model_options(CLI::App* cmd, ModelOptions& o) {
-  cmd->add_option("-m,--model", o.model, "GGUF model file or Hugging Face directory (default: the default model in the models cache)");
+  cmd->add_option("-m,--model", o.model, "GGUF model file or Hugging Face directory (default: qwen2.5-coder-1.5b-instruct-q4_k_m.gguf in the models cache)");
   BackendOptions& b = o.session.backend;
   cmd->add_option("-t,--threads", b.num_threads, "CPU threads (default: one per hardware thread)");
   cmd->add_option("--backend", b.name,

@@ -29,7 +29,7 @@
 #include "engine/engine.h"
 #include "kv/capacity_planner.h"
 #include "server/api_server.h"
-#include "server/kv_event_publisher.h"
+#include "server/events/kv_event_publisher.h"
 
 namespace folio::cli {
 namespace {

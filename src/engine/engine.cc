@@ -99,28 +99,9 @@ Engine::~Engine() {
 }
 
 std::shared_ptr<RequestStream> Engine::submit(EngineRequest request) {
-  const ModelConfig& model = session_->config();
-  const SamplingParams& p = request.params;
-  if (request.prompt.empty()) throw EngineError(EngineError::Kind::kInvalid, "the prompt is empty");
-  for (TokenId id : request.prompt)
-    if (id < 0 || id >= model.vocab_size)
-      throw EngineError(EngineError::Kind::kInvalid,
-                        fmt::format("token id {} is outside the vocabulary (0 to {})", id, model.vocab_size - 1));
-  if (auto problem = p.validate(model.vocab_size)) throw EngineError(EngineError::Kind::kInvalid, *problem);
-  if (p.constraint && p.constraint->vocab_size() != model.vocab_size)
-    throw EngineError(EngineError::Kind::kInvalid,
-                      fmt::format("the output constraint was compiled for {} tokens but the model scores {}; compile "
-                                  "it with this model's ConstraintCompiler",
-                                  p.constraint->vocab_size(), model.vocab_size));
-  const int prompt_len = static_cast<int>(request.prompt.size());
-  if (prompt_len >= config_.max_model_len)
-    throw EngineError(EngineError::Kind::kInvalid,
-                      fmt::format("the prompt has {} tokens but the context holds {}; shorten it", prompt_len,
-                                  config_.max_model_len));
-  if (p.max_tokens && *p.max_tokens <= 0)
-    throw EngineError(EngineError::Kind::kInvalid, fmt::format("max_tokens must be at least 1, got {}", *p.max_tokens));
-  if (p.n < 1 || p.n > kMaxCompletions)
-    throw EngineError(EngineError::Kind::kInvalid, fmt::format("n must be 1 to {}, got {}", kMaxCompletions, p.n));
+  if (auto problem = check_request(request.prompt, request.params, session_->config().vocab_size,
+                                   config_.max_model_len))
+    throw EngineError(EngineError::Kind::kInvalid, problem->message);
 
   std::lock_guard lock(mutex_);
   if (draining_ || stop_) throw EngineError(EngineError::Kind::kDraining, "the server is shutting down");

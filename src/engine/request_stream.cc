@@ -29,7 +29,26 @@ void merge(RequestOutput& earlier, RequestOutput&& later) {
 
 }  // namespace
 
+std::uint64_t OutputSignal::generation() const {
+  std::lock_guard lock(mutex_);
+  return generation_;
+}
+
+void OutputSignal::wait_past(std::uint64_t seen) {
+  std::unique_lock lock(mutex_);
+  changed_.wait(lock, [&] { return generation_ != seen; });
+}
+
+void OutputSignal::notify() {
+  {
+    std::lock_guard lock(mutex_);
+    ++generation_;
+  }
+  changed_.notify_all();
+}
+
 void RequestStream::push(RequestOutput output) {
+  std::shared_ptr<OutputSignal> signal;
   {
     std::lock_guard lock(mutex_);
     if (ended_) return;
@@ -39,8 +58,15 @@ void RequestStream::push(RequestOutput output) {
     } else {
       pending_ = std::move(output);
     }
+    signal = signal_;
   }
   ready_.notify_all();
+  if (signal) signal->notify();
+}
+
+void RequestStream::attach(std::shared_ptr<OutputSignal> signal) {
+  std::lock_guard lock(mutex_);
+  signal_ = std::move(signal);
 }
 
 std::optional<RequestOutput> RequestStream::next(std::chrono::milliseconds timeout) {

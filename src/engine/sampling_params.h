@@ -23,6 +23,12 @@ inline constexpr float kMaxLogitBias = 100.0f;
 // Bound of presence_penalty and frequency_penalty (OpenAI).
 inline constexpr float kMaxOpenAiPenalty = 2.0f;
 
+// A request value out of range: the parameter (OpenAI's name) and what to do.
+struct InvalidParam {
+  std::string param;
+  std::string message;
+};
+
 struct SamplingParams {
   // Softmax temperature; 0 (or below kGreedyTemperature) means greedy argmax.
   float temperature = 1.0f;
@@ -81,7 +87,8 @@ struct SamplingParams {
   // The first value out of range, as a message that names the parameter, the
   // value and the allowed range; nullopt when all are valid. Token ids are
   // checked against vocab_size, the number of logits the model produces.
-  std::optional<std::string> validate(std::int64_t vocab_size) const;
+  // The one check of these values: the server and the engine both call it.
+  std::optional<InvalidParam> validate(std::int64_t vocab_size) const;
 };
 
 }  // namespace folio

@@ -7,7 +7,7 @@
 #include "core/error.h"
 #include "core/loose_name.h"
 #include "model/arch/registry.h"
-#include "model/quantizer.h"
+#include "model/quant_plan.h"
 #include "tensor/half.h"
 
 namespace folio {
@@ -234,9 +234,7 @@ LoadedModel load_dummy_model(const DummyModelOptions& o, Backend& backend, const
   std::vector<TensorToPlan> to_plan;
   for (const TensorSpec& t : specs)
     to_plan.push_back({t.name, DType::F32, static_cast<int>(t.shape.size()), t.shape.back()});
-  QuantizeOptions q;
-  q.recipe = *recipe;
-  const std::vector<TensorQuantPlan> plans = plan_quantization(to_plan, q);
+  const std::vector<TensorQuantPlan> plans = plan_quantization(to_plan, *recipe);
 
   Weights weights(m.path, nullptr);
   for (std::size_t i = 0; i < specs.size(); ++i) {

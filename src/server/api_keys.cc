@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "server/http_message.h"
+#include "server/http/http_message.h"
 
 namespace folio::server {
 namespace {

@@ -5,21 +5,22 @@
 #include <cstdio>
 
 #include "core/version.h"
-#include "server/anthropic_messages.h"
-#include "server/api_error.h"
-#include "server/generation_call.h"
+#include "server/api/anthropic_messages.h"
+#include "server/api/api_error.h"
+#include "server/api/completion_request.h"
+#include "server/api/generation_call.h"
+#include "server/api/reasoning.h"
+#include "server/api/responses_api.h"
+#include "server/api/unix_time.h"
+#include "server/api/utf8_text.h"
 #include "server/prometheus_metrics.h"
-#include "server/reasoning.h"
-#include "server/responses_api.h"
-#include "server/unix_time.h"
-#include "server/utf8_text.h"
 
 namespace folio::server {
 namespace {
 
 constexpr const char* kModelsPrefix = "/v1/models/";
 
-HttpResponse json_response(const ResponseJson& body) {
+HttpResponse json_response(const Json& body) {
   HttpResponse r;
   r.body = dump_json(body);
   return r;
@@ -287,11 +288,11 @@ void ApiServer::ready(const HttpRequest&, HttpExchange& ex) {
 }
 
 void ApiServer::version(const HttpRequest&, HttpExchange& ex) {
-  ex.respond(json_response(ResponseJson{{"version", version_string()}, {"commit", git_commit()}}));
+  ex.respond(json_response(Json{{"version", version_string()}, {"commit", git_commit()}}));
 }
 
 void ApiServer::models(const HttpRequest& req, HttpExchange& ex) {
-  ResponseJson model = {
+  Json model = {
       {"id", options_.served_model_name}, {"object", "model"}, {"created", started_unix_}, {"owned_by", "folio"}};
   {
     std::lock_guard lock(mutex_);
@@ -306,7 +307,7 @@ void ApiServer::models(const HttpRequest& req, HttpExchange& ex) {
                      "model", "model_not_found");
     return ex.respond(json_response(model));
   }
-  ex.respond(json_response(ResponseJson{{"object", "list"}, {"data", ResponseJson::array({model})}}));
+  ex.respond(json_response(Json{{"object", "list"}, {"data", Json::array({model})}}));
 }
 
 void ApiServer::metrics(const HttpRequest&, HttpExchange& ex) {
@@ -345,21 +346,21 @@ void ApiServer::web_page(const HttpRequest& req, HttpExchange& ex) {
 void ApiServer::tokenize(const HttpRequest& req, HttpExchange& ex) {
   auto s = served(false);
   const Json body = parse_json_object(req.body);
-  check_model_field(body, s->context);
+  check_model_name(get_string(body, "model"), s->context);
   const bool return_strs = get_bool(body, "return_token_strs").value_or(false);
   std::vector<TokenId> ids;
-  if (body.contains("messages") && !body["messages"].is_null()) {
-    ids = tokenize_chat(body, ordered_fields(req.body, body), s->context,
-                        get_bool(body, "add_generation_prompt").value_or(true),
-                        get_bool(body, "add_special_tokens").value_or(false));
+  if (field_of(body, "messages") != nullptr) {
+    ChatRequest chat;
+    read_conversation(body, chat);
+    ids = tokenize_chat(chat, s->context, get_bool(body, "add_special_tokens").value_or(false));
   } else {
     auto prompt = get_string(body, "prompt");
     if (!prompt) bad_request("prompt", "give prompt (a string) or messages (a conversation) to tokenize");
     if (!prompt->empty()) ids = tokenize_text(*prompt, s->context, get_bool(body, "add_special_tokens").value_or(true));
   }
-  ResponseJson out = {{"count", ids.size()}, {"max_model_len", s->context.max_model_len}, {"tokens", ids}};
+  Json out = {{"count", ids.size()}, {"max_model_len", s->context.max_model_len}, {"tokens", ids}};
   if (return_strs) {
-    ResponseJson strs = ResponseJson::array();
+    Json strs = Json::array();
     for (TokenId id : ids) strs.push_back(client_text(s->context.tokenizer->token_to_piece(id, true)));
     out["token_strs"] = std::move(strs);
   } else {
@@ -371,11 +372,11 @@ void ApiServer::tokenize(const HttpRequest& req, HttpExchange& ex) {
 void ApiServer::detokenize(const HttpRequest& req, HttpExchange& ex) {
   auto s = served(false);
   const Json body = parse_json_object(req.body);
-  check_model_field(body, s->context);
-  auto it = body.find("tokens");
-  if (it == body.end() || !it->is_array()) bad_request("tokens", "tokens must be an array of token ids");
+  check_model_name(get_string(body, "model"), s->context);
+  const Json* tokens = field_of(body, "tokens");
+  if (tokens == nullptr || !tokens->is_array()) bad_request("tokens", "tokens must be an array of token ids");
   std::vector<TokenId> ids;
-  for (const Json& v : *it) {
+  for (const Json& v : *tokens) {
     const std::optional<std::int64_t> id = as_int64(v);
     if (!v.is_number_integer()) bad_request("tokens", "tokens must hold integers only");
     if (!id || *id < 0 || *id >= s->context.vocab_size)
@@ -384,7 +385,7 @@ void ApiServer::detokenize(const HttpRequest& req, HttpExchange& ex) {
     ids.push_back(static_cast<TokenId>(*id));
   }
   const std::string text = client_text(s->context.tokenizer->decode(ids, /*render_special=*/false));
-  ex.respond(json_response(ResponseJson{{"prompt", text}}));
+  ex.respond(json_response(Json{{"prompt", text}}));
 }
 
 bool ApiServer::reserve_choices(const std::string& client, int n, int cap) {
@@ -406,16 +407,14 @@ void ApiServer::release_choices(const std::string& client, int n) {
   if (--num_generating_ == 0) idle_.notify_all();
 }
 
-void ApiServer::generate(const HttpRequest& req, HttpExchange& ex, Endpoint endpoint) {
+void ApiServer::completions(const HttpRequest& req, HttpExchange& ex) {
   auto s = served(/*for_work=*/true);
-  GenerationJob job;
-  {
-    const Json body = parse_json_object(req.body);
-    const ResponseJson ordered = ordered_fields(req.body, body);
-    job = endpoint == Endpoint::kChatCompletions ? parse_chat_request(body, ordered, s->context)
-                                                 : parse_completion_request(body, ordered, s->context);
-  }
+  GenerationJob job = read_completion_request(parse_json_object(req.body), s->context);
   run_job(req, ex, *s, std::move(job), {});
+}
+
+void ApiServer::chat_completions(const HttpRequest& req, HttpExchange& ex) {
+  run_chat(req, ex, read_chat_completion, {});
 }
 
 void ApiServer::run_job(const HttpRequest& req, HttpExchange& ex, const Served& served_model, GenerationJob job,
@@ -441,16 +440,10 @@ void ApiServer::run_job(const HttpRequest& req, HttpExchange& ex, const Served& 
   run_generation(context, std::move(job), ex, shape);
 }
 
-void ApiServer::run_translated(const HttpRequest& req, HttpExchange& ex,
-                               TranslatedRequest (*translate)(const Json&, const ResponseJson&),
-                               const ShapeMaker& shape) {
+void ApiServer::run_chat(const HttpRequest& req, HttpExchange& ex, ChatRequest (*read)(const Json&),
+                         const ShapeMaker& shape) {
   auto s = served(/*for_work=*/true);
-  GenerationJob job;
-  {
-    const Json body = parse_json_object(req.body);
-    const TranslatedRequest chat = translate(body, ordered_fields(req.body, body));
-    job = parse_chat_request(chat.body, chat.ordered, s->context);
-  }
+  GenerationJob job = make_chat_job(read(parse_json_object(req.body)), s->context);
   run_job(req, ex, *s, std::move(job), shape);
 }
 
@@ -468,26 +461,24 @@ void respond_anthropic_error(HttpExchange& ex, const ApiError& e) {
 
 void ApiServer::messages(const HttpRequest& req, HttpExchange& ex) {
   try {
-    run_translated(req, ex, messages_to_chat, make_messages_shape);
+    run_chat(
+        req, ex, [](const Json& body) { return read_messages_request(body); }, make_messages_shape);
   } catch (const ApiError& e) {
     respond_anthropic_error(ex, e);
   }
 }
 
 void ApiServer::responses(const HttpRequest& req, HttpExchange& ex) {
-  run_translated(req, ex, responses_to_chat, make_responses_shape);
+  run_chat(req, ex, read_responses_request, make_responses_shape);
 }
 
 void ApiServer::count_message_tokens(const HttpRequest& req, HttpExchange& ex) {
   try {
     auto s = served(false);
-    const Json body = parse_json_object(req.body);
-    Json with_length = body;
-    if (!with_length.contains("max_tokens")) with_length["max_tokens"] = 1;  // not asked for here
-    const TranslatedRequest chat = messages_to_chat(with_length, ordered_fields(req.body, body));
-    check_model_field(chat.body, s->context);
-    const std::vector<TokenId> ids = tokenize_chat(chat.body, chat.ordered, s->context, true, false);
-    ex.respond(json_response(ResponseJson{{"input_tokens", ids.size()}}));
+    const ChatRequest chat = read_messages_request(parse_json_object(req.body), /*count_only=*/true);
+    check_model_name(chat.fields.model, s->context);
+    const std::vector<TokenId> ids = tokenize_chat(chat, s->context, /*add_special_tokens=*/false);
+    ex.respond(json_response(Json{{"input_tokens", ids.size()}}));
   } catch (const ApiError& e) {
     respond_anthropic_error(ex, e);
   }

@@ -22,11 +22,12 @@
 #include <string>
 
 #include "engine/engine.h"
+#include "server/api/chat_request.h"
+#include "server/api/generation_call.h"
+#include "server/api/generation_job.h"
+#include "server/api/server_counters.h"
 #include "server/api_keys.h"
-#include "server/generation_call.h"
-#include "server/http_server.h"
-#include "server/openai_request.h"
-#include "server/server_counters.h"
+#include "server/http/http_server.h"
 #include "server/web/web_page.h"
 
 namespace folio::server {
@@ -100,19 +101,17 @@ class ApiServer final : private HttpHandler {
   // The loaded model; throws 503 while loading, or draining when `for_work`.
   std::shared_ptr<const Served> served(bool for_work) const;
 
-  void generate(const HttpRequest& req, HttpExchange& ex, Endpoint endpoint);
   // Runs a read job, within the client's share of choices.
   void run_job(const HttpRequest& req, HttpExchange& ex, const Served& s, GenerationJob job, const ShapeMaker& shape);
-  void completions(const HttpRequest& req, HttpExchange& ex) { generate(req, ex, Endpoint::kCompletions); }
-  void chat_completions(const HttpRequest& req, HttpExchange& ex) { generate(req, ex, Endpoint::kChatCompletions); }
+  void completions(const HttpRequest& req, HttpExchange& ex);
+  void chat_completions(const HttpRequest& req, HttpExchange& ex);
   // Anthropic's Messages API: errors in its shape too.
   void messages(const HttpRequest& req, HttpExchange& ex);
   void count_message_tokens(const HttpRequest& req, HttpExchange& ex);
   // OpenAI's Responses API.
   void responses(const HttpRequest& req, HttpExchange& ex);
-  // Another API's request read as the chat it means, then run in its shape.
-  void run_translated(const HttpRequest& req, HttpExchange& ex,
-                      TranslatedRequest (*translate)(const Json&, const ResponseJson&), const ShapeMaker& shape);
+  // A chat request of any API, read by `read` from the body, run in `shape`.
+  void run_chat(const HttpRequest& req, HttpExchange& ex, ChatRequest (*read)(const Json&), const ShapeMaker& shape);
   void tokenize(const HttpRequest& req, HttpExchange& ex);
   void detokenize(const HttpRequest& req, HttpExchange& ex);
   void health(const HttpRequest& req, HttpExchange& ex);

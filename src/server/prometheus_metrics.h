@@ -10,8 +10,8 @@
 #include <string>
 
 #include "engine/engine.h"
-#include "server/http_server.h"
-#include "server/server_counters.h"
+#include "server/api/server_counters.h"
+#include "server/http/http_server.h"
 
 namespace folio::server {
 

@@ -1,6 +1,6 @@
 #include "tokenizer/byte_level_map.h"
 
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace folio {
 namespace {

@@ -7,12 +7,43 @@
 #include <sstream>
 
 #include "core/error.h"
-
+#include "jinja/error.h"
+#include "jinja/json.h"
 #include "model/gguf_file.h"
-#include "tokenizer/jinja/json.h"
 #include "tokenizer/vocab.h"
 
 namespace folio {
+namespace {
+
+// The template engine's error in ChatTemplate's words.
+ChatTemplateError chat_template_error(const jinja::JinjaError& e) {
+  using K = ChatTemplateError::Kind;
+  K kind = K::kRuntime;
+  switch (e.kind()) {
+    case jinja::JinjaError::Kind::kSyntax:
+      kind = K::kSyntax;
+      break;
+    case jinja::JinjaError::Kind::kRaised:
+      kind = K::kRejected;
+      break;
+    case jinja::JinjaError::Kind::kLimit:
+      kind = K::kLimit;
+      break;
+    case jinja::JinjaError::Kind::kRuntime:
+      break;
+  }
+  return ChatTemplateError(kind, e.what(), e.detail(), e.line(), e.column());
+}
+
+std::shared_ptr<const jinja::JinjaTemplate> parse(const std::string& source) {
+  try {
+    return std::make_shared<const jinja::JinjaTemplate>(source);
+  } catch (const jinja::JinjaError& e) {
+    throw chat_template_error(e);
+  }
+}
+
+}  // namespace
 
 const char* const ChatTemplate::kChatMlSource =
     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
@@ -20,7 +51,7 @@ const char* const ChatTemplate::kChatMlSource =
     "{% endif %}";
 
 ChatTemplate::ChatTemplate(std::string source)
-    : source_(std::move(source)), template_(std::make_shared<const jinja::JinjaTemplate>(source_)) {}
+    : source_(std::move(source)), template_(parse(source_)) {}
 
 ChatTemplate ChatTemplate::from_gguf(const GgufFile& gguf) {
   std::string source = gguf.get_string("tokenizer.chat_template", "");
@@ -58,14 +89,14 @@ ChatTemplate ChatTemplate::from_hf(const std::string& dir) {
 std::string ChatTemplate::render(const nlohmann::ordered_json& messages, const ChatRenderOptions& options) const {
   using jinja::Value;
   if (!messages.is_array()) {
-    throw jinja::JinjaError(jinja::JinjaError::Kind::kRuntime,
-                            std::string("messages must be a JSON array of {role, content} objects, not ") +
-                                messages.type_name());
+    const std::string detail =
+        std::string("messages must be a JSON array of {role, content} objects, not ") + messages.type_name();
+    throw ChatTemplateError(ChatTemplateError::Kind::kRuntime, detail, detail);
   }
   if (!options.extra.is_object() && !options.extra.is_null()) {
-    throw jinja::JinjaError(jinja::JinjaError::Kind::kRuntime,
-                            std::string("extra template variables must be a JSON object, not ") +
-                                options.extra.type_name());
+    const std::string detail =
+        std::string("extra template variables must be a JSON object, not ") + options.extra.type_name();
+    throw ChatTemplateError(ChatTemplateError::Kind::kRuntime, detail, detail);
   }
   // The variables HF passes: messages, tools, documents, add_generation_prompt,
   // the special tokens, then the caller's extra kwargs.
@@ -88,7 +119,11 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& messages, const C
   render_options.limits = options.limits;
   render_options.limits.max_output_bytes = std::max(options.limits.max_output_bytes, 4 * input_bytes);
   render_options.now = options.now;
-  return template_->render(variables, render_options);
+  try {
+    return template_->render(variables, render_options);
+  } catch (const jinja::JinjaError& e) {
+    throw chat_template_error(e);
+  }
 }
 
 ChatRenderOptions chat_render_options(const Vocab& vocab) {

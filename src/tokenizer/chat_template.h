@@ -9,8 +9,8 @@
 #include <optional>
 #include <string>
 
-#include "tokenizer/jinja/error.h"
-#include "tokenizer/jinja/template.h"
+#include "core/error.h"
+#include "jinja/template.h"
 
 namespace folio {
 
@@ -33,12 +33,33 @@ struct ChatRenderOptions {
   std::optional<std::time_t> now;  // strftime_now()'s clock; unset: the current time
 };
 
+// A chat template that does not parse, or cannot render a conversation;
+// what() names the template's line and column. kRejected: the template
+// itself refused the conversation (raise_exception), and detail() is its own
+// words; kRuntime and kLimit: it failed (a bad type, a sandbox bound).
+class ChatTemplateError : public Error {
+ public:
+  enum class Kind { kSyntax, kRuntime, kRejected, kLimit };
+  ChatTemplateError(Kind kind, const std::string& message, std::string detail, int line = 0, int column = 0)
+      : Error(message), kind_(kind), detail_(std::move(detail)), line_(line), column_(column) {}
+  Kind kind() const { return kind_; }
+  const std::string& detail() const { return detail_; }
+  int line() const { return line_; }  // 1-based in the template; 0: unknown
+  int column() const { return column_; }
+
+ private:
+  Kind kind_;
+  std::string detail_;
+  int line_;
+  int column_;
+};
+
 class ChatTemplate {
  public:
   // The ChatML layout HF used as its default template.
   static const char* const kChatMlSource;
 
-  // Parses `source`; throws jinja::JinjaError (an Error) with the line and
+  // Parses `source`; throws ChatTemplateError (kSyntax) with the line and
   // column when it does not parse.
   explicit ChatTemplate(std::string source);
   static ChatTemplate chatml() { return ChatTemplate(kChatMlSource); }
@@ -53,7 +74,7 @@ class ChatTemplate {
 
   // Renders `messages` (a JSON array of {role, content, ...}; content may be a
   // string or a list of {type: "text", text} parts, tool_calls may appear).
-  // Throws jinja::JinjaError: kind kRaised when the template rejects the
+  // Throws ChatTemplateError: kRejected when the template rejects the
   // conversation (raise_exception), kRuntime/kLimit otherwise.
   std::string render(const nlohmann::ordered_json& messages, const ChatRenderOptions& options) const;
 

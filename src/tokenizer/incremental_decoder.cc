@@ -1,6 +1,6 @@
 #include "tokenizer/incremental_decoder.h"
 
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace folio {
 

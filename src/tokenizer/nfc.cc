@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace folio::nfc {
 namespace {

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace folio {
 namespace {

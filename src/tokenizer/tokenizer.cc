@@ -7,13 +7,13 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/utf8.h"
 #include "tokenizer/byte_pair_encoder.h"
 #include "tokenizer/nfc.h"
 #include "tokenizer/pre_tokenizer.h"
 #include "tokenizer/sentence_piece_encoder.h"
 #include "tokenizer/space_cleaner.h"
 #include "tokenizer/special_token_partition.h"
-#include "tokenizer/utf8.h"
 
 namespace folio {
 namespace {

@@ -725,8 +725,8 @@ TEST(TokenCountsTest, CountsAddsAndRemovals) {
 // ---- validation ----------------------------------------------------------------
 
 std::string invalid(const SamplingParams& p, std::int64_t vocab_size = 1000) {
-  const std::optional<std::string> message = p.validate(vocab_size);
-  return message.value_or("(valid)");
+  const std::optional<InvalidParam> problem = p.validate(vocab_size);
+  return problem ? problem->message : "(valid)";
 }
 
 TEST(SamplingParamsTest, DefaultsAndEdgesAreValid) {

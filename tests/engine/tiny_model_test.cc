@@ -16,16 +16,16 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "support/test_backend.h"
 #include "backend/observing_backend.h"
 #include "core/error.h"
 #include "model/arch/registry.h"
 #include "model/gguf_writer.h"
 #include "model/hf_checkpoint.h"
 #include "model/model_loader.h"
-#include "model/quantizer.h"
+#include "offline/quantizer.h"
 #include "support/greedy_runner.h"
 #include "support/temp_path.h"
+#include "support/test_backend.h"
 #include "support/test_models.h"
 
 namespace folio {

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "server/request_parser.h"
+#include "server/http/request_parser.h"
 #include "support/parse_in_pieces.h"
 
 using folio::server::RequestParser;

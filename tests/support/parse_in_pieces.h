@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "server/request_parser.h"
+#include "server/http/request_parser.h"
 
 namespace folio::testing {
 

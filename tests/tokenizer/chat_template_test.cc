@@ -88,29 +88,29 @@ TEST(ChatTemplate, TemplateRejectionsAreRaisedErrors) {
   try {
     gemma.render(conversation(), options);
     FAIL() << "gemma-2 accepted a system message";
-  } catch (const jinja::JinjaError& e) {
-    EXPECT_EQ(e.kind(), jinja::JinjaError::Kind::kRaised);
+  } catch (const ChatTemplateError& e) {
+    EXPECT_EQ(e.kind(), ChatTemplateError::Kind::kRejected);
     EXPECT_EQ(e.detail(), "System role not supported");
   }
   auto users = nlohmann::ordered_json::parse(R"([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])");
   try {
     gemma.render(users, options);
     FAIL() << "gemma-2 accepted two user turns in a row";
-  } catch (const jinja::JinjaError& e) {
+  } catch (const ChatTemplateError& e) {
     EXPECT_EQ(e.detail(), "Conversation roles must alternate user/assistant/user/assistant/...");
   }
 }
 
 TEST(ChatTemplate, BadInputIsAClearError) {
   ChatRenderOptions options;
-  EXPECT_THROW(ChatTemplate::chatml().render(nlohmann::ordered_json::object(), options), jinja::JinjaError);
+  EXPECT_THROW(ChatTemplate::chatml().render(nlohmann::ordered_json::object(), options), ChatTemplateError);
   options.extra = nlohmann::ordered_json::array();
-  EXPECT_THROW(ChatTemplate::chatml().render(conversation(), options), jinja::JinjaError);
+  EXPECT_THROW(ChatTemplate::chatml().render(conversation(), options), ChatTemplateError);
   try {
     ChatTemplate("{% for m in messages %}\n{{ m.content }\n{% endfor %}");
     FAIL() << "a broken template parsed";
-  } catch (const jinja::JinjaError& e) {
-    EXPECT_EQ(e.kind(), jinja::JinjaError::Kind::kSyntax);
+  } catch (const ChatTemplateError& e) {
+    EXPECT_EQ(e.kind(), ChatTemplateError::Kind::kSyntax);
     EXPECT_EQ(e.line(), 2);
     EXPECT_NE(std::string(e.what()).find("line 2"), std::string::npos);
   }
@@ -124,7 +124,7 @@ TEST(ChatTemplate, LongConversationsFitTheOutputBound) {
   EXPECT_EQ(ChatTemplate::chatml().render(messages, options).size(), big.size() + 50);
   // A template cannot amplify its input past the bound.
   ChatTemplate amplifier("{% for i in range(100) %}{{ messages[0].content }}{% endfor %}");
-  EXPECT_THROW(amplifier.render(messages, options), jinja::JinjaError);
+  EXPECT_THROW(amplifier.render(messages, options), ChatTemplateError);
 }
 
 TEST(ChatTemplate, OneParseRendersFromManyThreads) {

@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "core/utf8.h"
 #include "model/gguf_file.h"
 #include "support/test_models.h"
 #include "tokenizer/incremental_decoder.h"
 #include "tokenizer/test_vocabs.h"
-#include "tokenizer/utf8.h"
 
 namespace folio {
 namespace {

@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "core/utf8.h"
 #include "model/gguf_file.h"
 #include "support/test_models.h"
 #include "tokenizer/incremental_decoder.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/utf8.h"
 
 namespace folio {
 namespace {

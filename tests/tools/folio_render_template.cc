@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "jinja/error.h"
 #include "tokenizer/chat_template.h"
 
 namespace {
@@ -25,6 +26,19 @@ int usage(const std::string& why) {
   std::cerr << "folio_render_template: " << why
             << "\nusage: folio_render_template [--raw] [--now SECONDS] TEMPLATE_FILE < input.json\n";
   return 2;
+}
+
+}  // namespace
+
+namespace {
+
+// The error as one JSON line on stderr; exit status 1.
+int report(const char* kind, int line, int column, const std::string& detail, const char* message) {
+  nlohmann::ordered_json error = {
+      {"kind", kind}, {"line", line}, {"column", column}, {"detail", detail}, {"message", message},
+  };
+  std::cerr << error.dump() << "\n";
+  return 1;
 }
 
 }  // namespace
@@ -75,14 +89,9 @@ int main(int argc, char** argv) {
     std::fwrite(out.data(), 1, out.size(), stdout);
     return 0;
   } catch (const folio::jinja::JinjaError& e) {
-    nlohmann::ordered_json error = {
-        {"kind", folio::jinja::JinjaError::kind_name(e.kind())},
-        {"line", e.line()},
-        {"column", e.column()},
-        {"detail", e.detail()},
-        {"message", e.what()},
-    };
-    std::cerr << error.dump() << "\n";
-    return 1;
+    return report(folio::jinja::JinjaError::kind_name(e.kind()), e.line(), e.column(), e.detail(), e.what());
+  } catch (const folio::ChatTemplateError& e) {
+    static const char* const kNames[] = {"syntax", "runtime", "raised", "limit"};  // the Jinja engine's words
+    return report(kNames[static_cast<int>(e.kind())], e.line(), e.column(), e.detail(), e.what());
   }
 }

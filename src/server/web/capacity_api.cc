@@ -8,8 +8,8 @@
 
 #include "core/error.h"
 #include "kv/capacity_report.h"
-#include "server/api_error.h"
-#include "server/http_message.h"
+#include "server/api/api_error.h"
+#include "server/http/http_message.h"
 
 namespace folio::server {
 namespace {
@@ -21,7 +21,7 @@ std::vector<int> divisors(int n) {
   return out;
 }
 
-ResponseJson model_json(const std::string& id, const ModelShape& m) {
+Json model_json(const std::string& id, const ModelShape& m) {
   // The KV head counts the model could have been built with: MQA (1) to MHA
   // (every query head its own); none for a latent row (MLA) or unknown heads.
   const std::vector<int> kv_heads = m.kv_latent_dim > 0 ? std::vector<int>{} : divisors(m.num_heads);
@@ -38,7 +38,7 @@ ResponseJson model_json(const std::string& id, const ModelShape& m) {
           {"kv_head_choices", kv_heads}};
 }
 
-ResponseJson device_json(const std::string& id, const DeviceSpec& d) {
+Json device_json(const std::string& id, const DeviceSpec& d) {
   return {{"id", id},
           {"name", d.name},
           {"memory_bytes", d.memory_bytes},
@@ -87,7 +87,7 @@ std::pair<std::string, DeviceSpec> choose_device(const Json& body, const Planner
   bad_request("device", fmt::format("no device is called \"{}\"; GET /api/capacity lists them", printable(*id, 64)));
 }
 
-ResponseJson plan_json(const CapacityPlan& p) {
+Json plan_json(const CapacityPlan& p) {
   return {{"weight_bytes", p.weight_bytes},
           {"kv_bytes_per_token", p.kv_bytes_per_token},
           {"tokens_per_user", p.tokens_per_user},
@@ -106,11 +106,11 @@ ResponseJson plan_json(const CapacityPlan& p) {
 
 }  // namespace
 
-ResponseJson capacity_menus(const PlannerChoices& choices) {
-  ResponseJson models = ResponseJson::array();
+Json capacity_menus(const PlannerChoices& choices) {
+  Json models = Json::array();
   if (choices.loaded_model) models.push_back(model_json(kLoadedModelId, *choices.loaded_model));
   for (const ModelShape& m : model_presets()) models.push_back(model_json(m.name, m));
-  ResponseJson devices = ResponseJson::array();
+  Json devices = Json::array();
   for (const DeviceSpec& d : device_presets()) devices.push_back(device_json(d.name, d));
   if (choices.this_machine) devices.push_back(device_json(kThisMachineId, *choices.this_machine));
   return {{"models", std::move(models)},
@@ -129,7 +129,7 @@ ResponseJson capacity_menus(const PlannerChoices& choices) {
             {"reserve_fraction", 0.10}}}};
 }
 
-ResponseJson capacity_answer(const Json& body, const PlannerChoices& choices) {
+Json capacity_answer(const Json& body, const PlannerChoices& choices) {
   ChosenModel model = choose_model(body, choices);
   auto [device_id, device] = choose_device(body, choices);
   ModelShape& shape = model.shape;
@@ -181,7 +181,7 @@ ResponseJson capacity_answer(const Json& body, const PlannerChoices& choices) {
   }
 
   CapacityPlan plan;
-  ResponseJson curve = ResponseJson::array();
+  Json curve = Json::array();
   try {
     plan = plan_capacity(q);
     // The decode bound as users are added: powers of two to past the most
@@ -206,11 +206,11 @@ ResponseJson capacity_answer(const Json& body, const PlannerChoices& choices) {
     throw ApiError(400, e.what());
   }
   const CapacityReport report = capacity_report(q, plan, weights, /*have_device=*/true);
-  ResponseJson rows = ResponseJson::array();
+  Json rows = Json::array();
   for (const CapacityRow& r : report.rows)
     rows.push_back({{"key", r.key}, {"name", r.name}, {"value", r.value}, {"how", r.how}});
 
-  ResponseJson m = model_json(model.id, shape);
+  Json m = model_json(model.id, shape);
   m["default_num_kv_heads"] = default_kv_heads;
   return {{"model", std::move(m)},
           {"device", device_json(device_id, device)},

@@ -9,7 +9,7 @@
 #include <optional>
 
 #include "kv/capacity_planner.h"
-#include "server/json_fields.h"
+#include "server/api/json_fields.h"
 
 namespace folio::server {
 
@@ -29,7 +29,7 @@ inline constexpr const char* kThisMachineId = "this-machine";
 inline constexpr const char* kCustomDeviceId = "custom";
 
 // GET /api/capacity: every model, device, weight and KV format, and the defaults.
-ResponseJson capacity_menus(const PlannerChoices& choices);
+Json capacity_menus(const PlannerChoices& choices);
 
 // POST /api/capacity: the plan for {"model", "device", "memory_bytes" and
 // "bandwidth_bytes_per_s" (custom), "weights" ("stored" for the loaded
@@ -37,7 +37,7 @@ ResponseJson capacity_menus(const PlannerChoices& choices);
 // "num_kv_heads" (any divisor of the query heads), "block_size",
 // "reserve_fraction"}; every field but model and device has a default.
 // ApiError 400 names the field that is wrong and says what it may be.
-ResponseJson capacity_answer(const Json& body, const PlannerChoices& choices);
+Json capacity_answer(const Json& body, const PlannerChoices& choices);
 
 // Limits on a query, so that no product of them overflows 64 bits.
 inline constexpr std::int64_t kMaxPlannerUsers = 65'536;

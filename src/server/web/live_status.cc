@@ -39,7 +39,7 @@ std::string group_block_map(std::string_view map, std::size_t max_cells, std::si
   return out;
 }
 
-ResponseJson live_json(const EngineStats& s, std::string_view block_map, double time_s) {
+Json live_json(const EngineStats& s, std::string_view block_map, double time_s) {
   std::size_t per_cell = 1;
   std::string cells = group_block_map(block_map, kMaxBlockMapCells, &per_cell);
   const PrefixCacheStats& pc = s.prefix_cache;

@@ -9,7 +9,7 @@
 #include <string_view>
 
 #include "engine/engine.h"
-#include "server/json_fields.h"
+#include "server/api/json_fields.h"
 
 namespace folio::server {
 
@@ -18,7 +18,7 @@ inline constexpr std::size_t kMaxBlockMapCells = 16'384;
 
 // `stats.kv` should be the pool's counts when `block_map` was copied
 // (Engine::kv_block_map's `usage`), so that the two agree.
-ResponseJson live_json(const EngineStats& stats, std::string_view block_map, double time_s);
+Json live_json(const EngineStats& stats, std::string_view block_map, double time_s);
 
 // `map` (kv/block_map.h) in at most max_cells characters: each cell stands for
 // blocks_per_cell consecutive blocks (the last maybe fewer) and shows the state

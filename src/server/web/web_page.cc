@@ -5,8 +5,8 @@
 
 #include <algorithm>
 
-#include "server/api_error.h"
-#include "server/json_fields.h"
+#include "server/api/api_error.h"
+#include "server/api/json_fields.h"
 #include "server/web/capacity_api.h"
 #include "server/web/live_status.h"
 #include "server/web/web_assets.h"
@@ -28,7 +28,7 @@ const WebAsset* find_asset(std::string_view name) {
   return it != assets.end() && it->name == name ? &*it : nullptr;
 }
 
-HttpResponse json_response(const ResponseJson& body) {
+HttpResponse json_response(const Json& body) {
   HttpResponse r;
   r.body = dump_json(body);
   r.fields = {{"Cache-Control", "no-store"}};
@@ -89,7 +89,7 @@ void WebPage::live(HttpExchange& exchange, const Engine* engine) const {
   // its "in use" and "cached" figures agree.
   EngineStats stats = engine->stats();
   const std::string map = engine->kv_block_map(&stats.kv);
-  ResponseJson j = live_json(stats, map, time_s);
+  Json j = live_json(stats, map, time_s);
   j["ready"] = true;
   exchange.respond(json_response(j));
 }

@@ -13,7 +13,7 @@
 
 #include "engine/engine.h"
 #include "kv/capacity_planner.h"
-#include "server/http_server.h"
+#include "server/http/http_server.h"
 
 namespace folio::server {
 

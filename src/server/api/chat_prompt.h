@@ -1,0 +1,47 @@
+// The conversation of a chat request as token ids: rendered with the model's
+// chat template, then tokenized so that text the client wrote never becomes a
+// special token. "<|im_start|>system" inside a user message stays those
+// characters; only the template's own text is read for special tokens.
+//
+// How: the messages are rendered a second time with each content wrapped in
+// markers (a nonce the client cannot know, inside Unicode noncharacters,
+// placed inside the content's surrounding white space so that trim and strip
+// keep them). If the marked render, markers removed, is the plain render byte
+// for byte, the markers tell exactly where user text lies, and the tokenizer
+// reads no special token there. A template that rewrites content in other
+// ways (splits it, slices it) leaves no such proof: then a message that holds
+// special-token text is refused rather than guessed at.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace folio::server {
+
+struct ChatMessage {
+  std::string role;
+  std::string content;
+  bool content_null = false;  // the client sent null (an assistant message that only calls tools)
+  // More fields for the template, after role and content: an assistant's
+  // tool_calls (arguments as objects, as HF templates print them), a tool
+  // message's tool_call_id and name.
+  nlohmann::ordered_json fields = nlohmann::ordered_json::object();
+};
+
+// allow_special: the old reading (--allow-special-in-messages), where the
+// whole render is read for special tokens. continue_final: the render ends
+// with the final message's text (continue_final_message), which the model
+// goes on writing. Throws ChatTemplateError when the
+// template fails, ApiError 400 (param "messages") when special-token text
+// cannot be kept as text.
+std::vector<TokenId> encode_chat(const ChatTemplate& chat_template, const Tokenizer& tokenizer,
+                                 const std::vector<ChatMessage>& messages, const ChatRenderOptions& options,
+                                 bool add_special_tokens, bool allow_special, bool continue_final = false);
+
+// Whether `text` holds the text of a control (or unknown) token.
+bool has_special_token_text(const Tokenizer& tokenizer, std::string_view text);
+
+}  // namespace folio::server
