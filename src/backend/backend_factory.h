@@ -22,7 +22,7 @@ struct BackendOptions {
   std::string precision = "q8";    // cpu, sealed: matmul activations, q8 (fast) or f32 (accurate)
   DType activations = DType::F32;  // reference: F32, F16 or BF16; cuda: F32 or BF16
   // cuda: one matmul kernel for every batch size, so that a row's bits never
-  // depend on its batch (DESIGN.md rule 9). false: products of more than 8
+  // depend on its batch (docs/architecture.md rule 9). false: products of more than 8
   // rows go through cuBLAS (faster prefill; a row's bits then depend on the
   // batch, and greedy outputs alone and batched may differ).
   bool batch_invariant = true;

@@ -1,7 +1,7 @@
 // ModelRunner: turns one step's work (a chunk of new tokens per sequence)
 // into one flattened batch - token ids, positions, slot mapping, query
 // starts, sequence lengths, block tables, logit rows - runs the model once
-// over it (DESIGN.md rule 4) and samples the rows the step asks for on the
+// over it (docs/architecture.md rule 4) and samples the rows the step asks for on the
 // device. What crosses: one upload of the step's metadata and sampling
 // records from pinned staging, and one download of the sampled tokens (plus
 // the logprobs asked for) - the step's only synchronisation point. Its

@@ -1,5 +1,5 @@
 // Model: one architecture's forward pass, written once against Backend ops
-// over a flattened ragged batch (DESIGN.md rule 3). It reads its weights and
+// over a flattened ragged batch (docs/architecture.md rule 3). It reads its weights and
 // writes this step's K/V into the paged cache; activations live in a
 // Workspace allocated once for the largest step.
 #pragma once

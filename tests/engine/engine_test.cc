@@ -1,5 +1,5 @@
 // The engine on a real model (SmolLM2): continuous batching, chunked prefill,
-// preemption and prefix caching never change a greedy output (DESIGN.md rule
+// preemption and prefix caching never change a greedy output (docs/architecture.md rule
 // 5, asserted with ==), with f16 and quantized KV caches alike, n > 1, stop
 // strings, aborts, and the pool returns to fully free after every run.
 #include "engine/engine.h"

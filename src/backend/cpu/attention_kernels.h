@@ -4,7 +4,7 @@
 // reduced on its own (so a long-context decode spreads over threads) and the
 // partitions are merged in order. The float operations a query sees depend
 // only on its position and the cached K/V - never on the batch, the chunking
-// of a prefill or the thread count (DESIGN.md rule 5). Grouped-query heads
+// of a prefill or the thread count (docs/architecture.md rule 5). Grouped-query heads
 // share their K and V loads: one pass over a block serves every query head
 // of its KV head, and one pass serves up to eight query tokens of a sequence
 // (prefill chunks, speculative verification), each with its own operations.

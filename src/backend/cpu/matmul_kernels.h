@@ -1,7 +1,7 @@
 // MatmulKernels: the matmul kernels compiled for one SIMD level, as a table
 // indexed by weight type. A tile kernel computes a block of rows x tokens of
 // y; each output is one fixed sequence of float operations, whatever tile it
-// falls in, so tiling never changes a result (DESIGN.md rule 5).
+// falls in, so tiling never changes a result (docs/architecture.md rule 5).
 //
 // The kernels are hand-written intrinsics rather than Highway: no extra
 // dependency, and exact control of the reduction order that rule 5 needs.
