@@ -17,8 +17,9 @@ void refuse_hf_qwen_sliding_window(const HfConfig& hf, std::string_view family) 
 }
 
 namespace {
-const std::array<const ArchEntry*, 7> kArchs = {&kLlamaArch,   &kQwen2Arch,    &kQwen3Arch,   &kGemma3Arch,
-                                                &kMixtralArch, &kQwen2MoeArch, &kQwen3MoeArch};
+const std::array<const ArchEntry*, 13> kArchs = {
+    &kLlamaArch,   &kQwen2Arch,  &kQwen3Arch,   &kGemma3Arch,   &kMixtralArch, &kQwen2MoeArch,    &kQwen3MoeArch,
+    &kGemma2Arch,  &kPhi3Arch,   &kGraniteArch, &kSmolLM3Arch,  &kGlm4Arch,    &kMinistral3Arch};
 }
 
 const ArchEntry* find_arch(std::string_view name) {

@@ -29,6 +29,13 @@ struct ArchEntry {
   // HF stores the norm weights as w of (1 + w), and post_attention_layernorm
   // is the norm after attention, not the one before the FFN (Gemma).
   bool hf_gemma_norms = false;
+  // Splits the fused tensors both formats keep (Phi-3's qkv and gate_up,
+  // GLM-4's gate_up) into the ones the model reads, while the weights are
+  // still on the host (Weights::split_rows: views, no copies).
+  void (*split_weights)(Weights& weights, const ModelConfig& config) = nullptr;
+  // The family's name for people ("Gemma 2", "Phi-3 / Phi-4-mini"), shown by
+  // folio inspect; empty: the architecture name says it.
+  std::string_view family = {};
 };
 
 // One entry per architecture file.
@@ -39,6 +46,12 @@ extern const ArchEntry kGemma3Arch;
 extern const ArchEntry kMixtralArch;
 extern const ArchEntry kQwen2MoeArch;
 extern const ArchEntry kQwen3MoeArch;
+extern const ArchEntry kGemma2Arch;
+extern const ArchEntry kPhi3Arch;
+extern const ArchEntry kGraniteArch;
+extern const ArchEntry kSmolLM3Arch;
+extern const ArchEntry kGlm4Arch;
+extern const ArchEntry kMinistral3Arch;
 
 // What the SwiGLU architectures check of a config.json: hidden_act silu
 // (`arch` names the architecture in the error).
