@@ -68,7 +68,8 @@ import make_tiny_models as tiny  # noqa: E402  (the tokenizers and paragraphs)
 ROOT = Path(__file__).resolve().parents[1]
 OUT = tiny.OUT
 TOP_K = 8
-SEEDS = {"gemma2": 2001, "phi3": 2002, "granite": 2003, "smollm3": 2004, "glm4": 2005, "ministral3": 2006}
+SEEDS = {"gemma2": 2001, "phi3": 2002, "granite": 2003, "smollm3": 2004, "glm4": 2005, "ministral3": 2006,
+         "mistral3": 2007}
 
 
 def ids(n: int, mult: int, offset: int = 0) -> list[int]:
@@ -172,6 +173,23 @@ def build(name: str):
                                               tie_word_embeddings=False))
         seqs = [(s, 128) for s in SHORT] + [(ids(127, 37), 128)]
         return tok, tf.Ministral3ForCausalLM(config), dict(pre="llama-bpe", seqs=seqs)
+    if name == "mistral3":
+        # The released Ministral 3 and Mistral-Small 3.x layout: a
+        # vision-language checkpoint whose language model is Ministral 3's
+        # (the tiny vision tower is saved, and left out by folio and by
+        # llama.cpp's converter alike).
+        tok = tiny.make_tokenizer("llama3")
+        rope = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32, "beta_fast": 32.0,
+                "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0, "llama_4_scaling_beta": 0.1,
+                "rope_theta": 10000.0}
+        text = tf.Ministral3Config(**common(tok, max_position_embeddings=128, rope_parameters=rope,
+                                            tie_word_embeddings=False))
+        vision = tf.PixtralVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                        num_attention_heads=2, head_dim=16, image_size=32, patch_size=16)
+        config = tf.Mistral3Config(vision_config=vision, text_config=text, tie_word_embeddings=False,
+                                   image_token_index=5)
+        seqs = [(s, 128) for s in SHORT] + [(ids(127, 43, 3), 128)]
+        return tok, tf.Mistral3ForConditionalGeneration(config), dict(pre="llama-bpe", seqs=seqs)
     raise SystemExit(f"unknown family {name} (known: {', '.join(SEEDS)})")
 
 
@@ -267,7 +285,7 @@ def make(name: str, seed: int, llama_dir: Path) -> None:
                           "llama_cpp": top_k(cpp_rows)})
     reference = {
         "architecture": type(model).__name__,
-        "vocab_size": model.config.vocab_size,
+        "vocab_size": model.config.get_text_config().vocab_size,
         "randomised_buffers": buffers,
         "transformers_vs_llama_cpp_max_logprob_diff": round(worst, 6),
         "sequences": sequences,
@@ -297,6 +315,10 @@ VARIANTS = {
         "rope_parameters": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64,
                             "beta_fast": 16.0, "beta_slow": 2.0, "truncate": False, "attention_factor": 1.2,
                             "rope_theta": 1000000.0}}, seqs=[(ids(250, 37), 256)]),
+    # MistralForCausalLM: llama's layout with a sliding window (8 here).
+    "mistral_window": dict(base="llama", pre="llama-bpe", gguf=None, config={
+        "architectures": ["MistralForCausalLM"], "model_type": "mistral", "sliding_window": 8},
+        seqs=[(SHORT[1], 256), (ids(64, 37), 256)]),
     # Llama 3.1's scaling past its trained 64 tokens, to 250; llama.cpp reads
     # the factors from rope_freqs.weight (F16 weights, as the checkpoint's).
     "llama3_long": dict(base="llama3", pre="llama-bpe", gguf="f16", config=None, seqs=[(ids(250, 37), 256)]),

@@ -129,9 +129,30 @@ void add_stacked_experts(Weights& w, const std::string& dir, const std::string& 
 
 bool is_norm(std::string_view gguf_name) { return gguf_name.find("norm") != std::string_view::npos; }
 
+// A vision-language checkpoint's language model, under the names of a text
+// one: transformers 5 saves it as model.language_model.* (lm_head at the
+// top), earlier ones as language_model.model.* and language_model.lm_head.*.
+std::string text_model_name(std::string_view hf) {
+  constexpr std::string_view kPrefixes[][2] = {{"model.language_model.", "model."},
+                                               {"language_model.model.", "model."},
+                                               {"language_model.lm_head.", "lm_head."}};
+  for (const auto& [from, to] : kPrefixes)
+    if (hf.starts_with(from)) return std::string(to) + std::string(hf.substr(from.size()));
+  return std::string(hf);
+}
+
+bool is_vision_tensor(std::string_view hf) {
+  for (std::string_view prefix : {"vision_tower.", "multi_modal_projector.", "model.vision_tower.",
+                                  "model.multi_modal_projector."})
+    if (hf.starts_with(prefix)) return true;
+  return false;
+}
+
 }  // namespace
 
-std::string gguf_tensor_name(std::string_view hf, bool gemma_norms) {
+std::string gguf_tensor_name(std::string_view hf_name, bool gemma_norms) {
+  const std::string text = text_model_name(hf_name);
+  const std::string_view hf = text;
   if (hf == "model.embed_tokens.weight") return "token_embd.weight";
   if (hf == "model.norm.weight") return "output_norm.weight";
   if (hf == "lm_head.weight") return "output.weight";
@@ -145,7 +166,9 @@ std::string gguf_tensor_name(std::string_view hf, bool gemma_norms) {
   return "";
 }
 
-std::optional<HfExpertTensor> hf_expert_tensor(std::string_view hf) {
+std::optional<HfExpertTensor> hf_expert_tensor(std::string_view hf_name) {
+  const std::string text = text_model_name(hf_name);
+  const std::string_view hf = text;
   unsigned layer = 0;
   std::string_view rest;
   if (!split_layer(hf, layer, rest)) return std::nullopt;
@@ -166,7 +189,9 @@ bool is_model_directory(const std::string& path) {
 
 std::shared_ptr<const HfCheckpoint> HfCheckpoint::open(const std::string& dir) {
   const fs::path root(dir);
-  std::shared_ptr<HfCheckpoint> c(new HfCheckpoint(dir, HfConfig::open((root / "config.json").string())));
+  // A vision-language checkpoint: folio reads its language model.
+  std::shared_ptr<HfCheckpoint> c(
+      new HfCheckpoint(dir, HfConfig::open((root / "config.json").string()).with_text_config_raised()));
 
   // The shards, each with the tensors the index says it holds (one file: all).
   std::map<std::string, std::vector<std::string>> listed;  // shard -> tensor names
@@ -254,6 +279,7 @@ Weights hf_weights(std::shared_ptr<const HfCheckpoint> checkpoint, const ArchEnt
       continue;
     }
     const std::string name = gguf_tensor_name(t->name, arch.hf_gemma_norms);
+    if (name.empty() && is_vision_tensor(t->name)) continue;  // the language model is what folio runs
     if (name.empty()) {
       if (t->name.ends_with("rotary_emb.inv_freq")) continue;  // recomputed from the config
       fail("{}: tensor {} has no place in folio's {} architecture; the checkpoint may be of another model class",

@@ -148,14 +148,15 @@ TEST_P(FamilyModelTest, BothFormatsReadTheSameConfig) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiny, FamilyModelTest,
-                         ::testing::Values("gemma2", "phi3", "granite", "smollm3", "glm4", "ministral3"),
+                         ::testing::Values("gemma2", "phi3", "granite", "smollm3", "glm4", "ministral3", "mistral3"),
                          [](const ::testing::TestParamInfo<const char*>& p) { return std::string(p.param); });
 
 // Checkpoints of tests/data/tiny run with other rope parameters or at longer
 // positions (make_family_models.py's VARIANTS): reference.json names the base
 // directory and the config.json keys it replaces; a copy of the base with
 // them is made here. YaRN on Qwen3 (truncated, and gpt-oss's untruncated
-// kind with an explicit attention factor), and Llama 3.1's scaling at 250
+// kind with an explicit attention factor), MistralForCausalLM (llama's
+// weights with an 8-token sliding window), and Llama 3.1's scaling at 250
 // tokens, four times past its trained 64: the HF leg against transformers,
 // and for llama3_long the GGUF leg against llama.cpp, whose F16 weights it
 // multiplies by F16-rounded activations (kMaxLogprobDiffF16Weights).
@@ -203,7 +204,7 @@ TEST_P(RopeVariantTest, CheckpointMatchesTransformers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiny, RopeVariantTest,
-                         ::testing::Values("qwen3_yarn", "qwen3_yarn_untruncated", "llama3_long"),
+                         ::testing::Values("qwen3_yarn", "qwen3_yarn_untruncated", "llama3_long", "mistral_window"),
                          [](const ::testing::TestParamInfo<const char*>& p) { return std::string(p.param); });
 
 // The engine on each family (rule 5): requests decoded together, in small
@@ -335,7 +336,7 @@ TEST(FamilyEngine, MaxModelLenBeyondTheScalingIsRefusedClearly) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiny, FamilyEngineTest,
-                         ::testing::Values("gemma2", "phi3", "granite", "smollm3", "glm4", "ministral3"),
+                         ::testing::Values("gemma2", "phi3", "granite", "smollm3", "glm4", "ministral3", "mistral3"),
                          [](const ::testing::TestParamInfo<const char*>& p) { return std::string(p.param); });
 
 }  // namespace

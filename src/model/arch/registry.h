@@ -36,6 +36,10 @@ struct ArchEntry {
   // The family's name for people ("Gemma 2", "Phi-3 / Phi-4-mini"), shown by
   // folio inspect; empty: the architecture name says it.
   std::string_view family = {};
+  // A vision-language class whose language model this architecture is
+  // (Mistral3ForConditionalGeneration): its text_config and language-model
+  // tensors are read, the vision tower and projector left out.
+  std::string_view hf_vision_class = {};
 };
 
 // One entry per architecture file.
@@ -52,6 +56,7 @@ extern const ArchEntry kGraniteArch;
 extern const ArchEntry kSmolLM3Arch;
 extern const ArchEntry kGlm4Arch;
 extern const ArchEntry kMinistral3Arch;
+extern const ArchEntry kMistralArch;
 
 // What the SwiGLU architectures check of a config.json: hidden_act silu
 // (`arch` names the architecture in the error).
@@ -61,7 +66,7 @@ void require_hf_silu(const ModelConfig& config, const HfConfig& hf, std::string_
 void refuse_hf_qwen_sliding_window(const HfConfig& hf, std::string_view family);
 
 const ArchEntry* find_arch(std::string_view name);
-// The entry whose hf_class is `model_class`, or nullptr.
+// The entry whose hf_class (or hf_vision_class) is `model_class`, or nullptr.
 const ArchEntry* find_hf_arch(std::string_view model_class);
 std::vector<std::string_view> hf_arch_names();
 std::vector<std::string_view> arch_names();
