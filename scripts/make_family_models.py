@@ -69,7 +69,7 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = tiny.OUT
 TOP_K = 8
 SEEDS = {"gemma2": 2001, "phi3": 2002, "granite": 2003, "smollm3": 2004, "glm4": 2005, "ministral3": 2006,
-         "mistral3": 2007}
+         "mistral3": 2007, "olmo2": 2008}
 
 
 def ids(n: int, mult: int, offset: int = 0) -> list[int]:
@@ -190,6 +190,13 @@ def build(name: str):
                                    image_token_index=5)
         seqs = [(s, 128) for s in SHORT] + [(ids(127, 43, 3), 128)]
         return tok, tf.Mistral3ForConditionalGeneration(config), dict(pre="llama-bpe", seqs=seqs)
+    if name == "olmo2":
+        tok = tiny.make_tokenizer("qwen2")
+        args = common(tok, rope_theta=500000.0, tie_word_embeddings=False)
+        args.pop("head_dim")
+        config = tf.Olmo2Config(**args)
+        seqs = [(s, 512) for s in SHORT] + [(ids(64, 37), 512)]
+        return tok, tf.Olmo2ForCausalLM(config), dict(pre="qwen2", seqs=seqs)
     raise SystemExit(f"unknown family {name} (known: {', '.join(SEEDS)})")
 
 

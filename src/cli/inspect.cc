@@ -205,7 +205,7 @@ void print_hf(const std::string& dir, bool list) {
   for (const SafetensorsTensor* t : tensors) {
     std::string shape;
     for (int d = 0; d < t->num_dims; ++d) shape += fmt::format("{}{}", shape.empty() ? "" : " x ", t->shape[d]);
-    std::string gguf = gguf_tensor_name(t->name, arch != nullptr && arch->hf_gemma_norms);
+    std::string gguf = gguf_tensor_name(t->name, arch != nullptr && (arch->hf_gemma_norms || arch->hf_post_attention_norm));
     if (const auto expert = hf_expert_tensor(t->name)) gguf = fmt::format("{}[{}]", expert->gguf_name, expert->expert);
     fmt::print("  {:<48} {:<24} {:<6} {:<14} {:>12}\n", t->name, gguf.empty() ? "-" : gguf, name(t->stored), shape,
                with_commas(t->size_bytes));

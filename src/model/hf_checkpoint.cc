@@ -278,7 +278,7 @@ Weights hf_weights(std::shared_ptr<const HfCheckpoint> checkpoint, const ArchEnt
       experts[expert->gguf_name][expert->expert] = t;
       continue;
     }
-    const std::string name = gguf_tensor_name(t->name, arch.hf_gemma_norms);
+    const std::string name = gguf_tensor_name(t->name, arch.hf_gemma_norms || arch.hf_post_attention_norm);
     if (name.empty() && is_vision_tensor(t->name)) continue;  // the language model is what folio runs
     if (name.empty()) {
       if (t->name.ends_with("rotary_emb.inv_freq")) continue;  // recomputed from the config

@@ -148,7 +148,8 @@ TEST_P(FamilyModelTest, BothFormatsReadTheSameConfig) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiny, FamilyModelTest,
-                         ::testing::Values("gemma2", "phi3", "granite", "smollm3", "glm4", "ministral3", "mistral3"),
+                         ::testing::Values("gemma2", "phi3", "granite", "smollm3", "glm4", "ministral3", "mistral3",
+                                           "olmo2"),
                          [](const ::testing::TestParamInfo<const char*>& p) { return std::string(p.param); });
 
 // Checkpoints of tests/data/tiny run with other rope parameters or at longer
@@ -336,7 +337,8 @@ TEST(FamilyEngine, MaxModelLenBeyondTheScalingIsRefusedClearly) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiny, FamilyEngineTest,
-                         ::testing::Values("gemma2", "phi3", "granite", "smollm3", "glm4", "ministral3", "mistral3"),
+                         ::testing::Values("gemma2", "phi3", "granite", "smollm3", "glm4", "ministral3", "mistral3",
+                                           "olmo2"),
                          [](const ::testing::TestParamInfo<const char*>& p) { return std::string(p.param); });
 
 }  // namespace

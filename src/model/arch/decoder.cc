@@ -24,7 +24,7 @@ DecoderModel::DecoderModel(ModelConfig config, DecoderFeatures features, const W
   for (std::int64_t l = 0; l < c.num_layers; ++l) {
     auto n = [l](const char* suffix) { return fmt::format("blk.{}.{}", l, suffix); };
     Layer layer{};
-    layer.attn_norm = &w.get(n("attn_norm.weight"), {H});
+    if (features_.pre_norms) layer.attn_norm = &w.get(n("attn_norm.weight"), {H});
     layer.wq = &w.get(n("attn_q.weight"), {q_dim, H});
     layer.wk = &w.get(n("attn_k.weight"), {kv_dim, H});
     layer.wv = &w.get(n("attn_v.weight"), {v_dim, H});
@@ -33,14 +33,14 @@ DecoderModel::DecoderModel(ModelConfig config, DecoderFeatures features, const W
     layer.bk = w.get_optional(n("attn_k.bias"), {kv_dim});
     layer.bv = w.get_optional(n("attn_v.bias"), {v_dim});
     if (features_.qk_norm) {
-      layer.q_norm = &w.get(n("attn_q_norm.weight"), {c.head_dim});
-      layer.k_norm = &w.get(n("attn_k_norm.weight"), {c.head_dim});
+      layer.q_norm = &w.get(n("attn_q_norm.weight"), {features_.qk_norm_whole ? q_dim : c.head_dim});
+      layer.k_norm = &w.get(n("attn_k_norm.weight"), {features_.qk_norm_whole ? kv_dim : c.head_dim});
     }
     if (features_.sandwich_norms) {
       layer.post_attn_norm = &w.get(n("post_attention_norm.weight"), {H});
       layer.post_ffn_norm = &w.get(n("post_ffw_norm.weight"), {H});
     }
-    layer.ffn_norm = &w.get(n("ffn_norm.weight"), {H});
+    if (features_.pre_norms) layer.ffn_norm = &w.get(n("ffn_norm.weight"), {H});
     if (c.is_moe()) {
       const std::int64_t E = c.num_experts, Fe = c.expert_intermediate_size, Fs = c.shared_expert_intermediate_size;
       layer.router = &w.get(n("ffn_gate_inp.weight"), {E, H});
@@ -139,14 +139,16 @@ void DecoderModel::forward(const ForwardBatch& batch, std::vector<PagedKv>& kv, 
 
   for (std::int64_t l = 0; l < c.num_layers; ++l) {
     const Layer& layer = layers_[l];
-    be.rms_norm(x, *layer.attn_norm, c.rms_norm_eps, h);
+    // Without pre-norms (OLMo 2) a sublayer reads the residual stream itself.
+    if (features_.pre_norms) be.rms_norm(x, *layer.attn_norm, c.rms_norm_eps, h);
     const MatmulTarget qkv[] = {{layer.wq, &q, layer.bq}, {layer.wk, &k, layer.bk}, {layer.wv, &v, layer.bv}};
-    be.matmuls(h, qkv);
+    be.matmuls(features_.pre_norms ? h : x, qkv);
     Tensor q3 = q.reshaped({T, heads, hd});   // [T, heads, head_dim]
     Tensor k3 = k.reshaped({T, kv_heads, hd});  // [T, kv_heads, head_dim]
     if (features_.qk_norm) {
-      Tensor qr = q.reshaped({T * heads, hd});
-      Tensor kr = k.reshaped({T * kv_heads, hd});
+      // Each row normed: [T, heads * head_dim] as a whole, or [T * heads, head_dim] per head.
+      Tensor qr = features_.qk_norm_whole ? q : q.reshaped({T * heads, hd});
+      Tensor kr = features_.qk_norm_whole ? k : k.reshaped({T * kv_heads, hd});
       be.rms_norm(qr, *layer.q_norm, c.rms_norm_eps, qr);
       be.rms_norm(kr, *layer.k_norm, c.rms_norm_eps, kr);
     }
@@ -162,12 +164,13 @@ void DecoderModel::forward(const ForwardBatch& batch, std::vector<PagedKv>& kv, 
     if (c.residual_scale != 1.0f) be.scale(out, c.residual_scale);
     be.add(x, out);
 
-    be.rms_norm(x, *layer.ffn_norm, c.rms_norm_eps, h);
+    if (features_.pre_norms) be.rms_norm(x, *layer.ffn_norm, c.rms_norm_eps, h);
+    const Tensor& ffn_in = features_.pre_norms ? h : x;  // [T, hidden]
     if (layer.router != nullptr) {
-      moe_ffn(layer, h, ws, out);
+      moe_ffn(layer, ffn_in, ws, out);
     } else {
       const MatmulTarget gate_up[] = {{layer.w_gate, &gate}, {layer.w_up, &up}};
-      be.matmuls(h, gate_up);
+      be.matmuls(ffn_in, gate_up);
       be.glu_matmul(*layer.w_down, gate, up, features_.activation, out);
     }
     if (features_.sandwich_norms) be.rms_norm(out, *layer.post_ffn_norm, c.rms_norm_eps, out);

@@ -19,7 +19,9 @@ namespace folio {
 
 struct DecoderFeatures {
   bool qk_norm = false;             // per-head RMSNorm of Q and K (qwen3, gemma3)
-  bool sandwich_norms = false;      // post-attention and post-FFN norms (gemma, glm4)
+  bool qk_norm_whole = false;       // ... over all of Q's and K's heads at once instead (olmo2)
+  bool pre_norms = true;            // norms before attention and the FFN (all but olmo2)
+  bool sandwich_norms = false;      // post-attention and post-FFN norms (gemma, glm4, olmo2)
   bool scale_embeddings = false;    // multiply embeddings by sqrt(hidden) (gemma)
   GluActivation activation = GluActivation::kSilu;
   float attention_scale = 0.0f;     // 0: the config's, else 1/sqrt(head_dim)

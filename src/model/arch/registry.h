@@ -29,6 +29,9 @@ struct ArchEntry {
   // HF stores the norm weights as w of (1 + w), and post_attention_layernorm
   // is the norm after attention, not the one before the FFN (Gemma).
   bool hf_gemma_norms = false;
+  // post_attention_layernorm is the norm after attention (OLMo 2), with the
+  // weights as they are.
+  bool hf_post_attention_norm = false;
   // Splits the fused tensors both formats keep (Phi-3's qkv and gate_up,
   // GLM-4's gate_up) into the ones the model reads, while the weights are
   // still on the host (Weights::split_rows: views, no copies).
@@ -57,6 +60,7 @@ extern const ArchEntry kSmolLM3Arch;
 extern const ArchEntry kGlm4Arch;
 extern const ArchEntry kMinistral3Arch;
 extern const ArchEntry kMistralArch;
+extern const ArchEntry kOlmo2Arch;
 
 // What the SwiGLU architectures check of a config.json: hidden_act silu
 // (`arch` names the architecture in the error).
