@@ -264,8 +264,11 @@ void ModelConfig::finish_rope(const std::string& source) {
       if (!(v > 0) || !std::isfinite(v)) fail("{}: longrope factor {} must be positive", source, v);
   if (rope.scaling == RopeScaling::kYarn && !(rope.beta_fast > rope.beta_slow && rope.beta_slow > 0))
     fail("{}: yarn needs beta_fast > beta_slow > 0, has {} and {}", source, rope.beta_fast, rope.beta_slow);
-  // YaRN and linear scaling stretch the trained context by their factor.
-  if (rope.scaling == RopeScaling::kYarn || rope.scaling == RopeScaling::kLinear) {
+  // YaRN stretches the trained context by its factor: Qwen2.5 and Qwen3 keep
+  // max_position_embeddings at the trained length and name the stretch in
+  // rope_scaling. (Linear scaling's configs give the stretched length as
+  // max_position_embeddings already: Gemma 3, LLaMA-2-7B-32K.)
+  if (rope.scaling == RopeScaling::kYarn) {
     const double stretched = static_cast<double>(rope.original_context) * static_cast<double>(rope.factor);
     if (stretched > static_cast<double>(std::int64_t{1} << 32))
       fail("{}: a context of {} x {} is out of range", source, rope.original_context, rope.factor);

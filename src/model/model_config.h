@@ -79,7 +79,7 @@ struct ModelConfig {
   std::int64_t head_dim = 0;            // key and query head size
   std::int64_t value_head_dim = 0;      // value head size (usually == head_dim)
   // The longest context the config supports: max_position_embeddings, or
-  // the trained context times a YaRN or linear factor when that is longer.
+  // the trained context times a YaRN factor when that is longer.
   std::int64_t context_length = 0;
   float rms_norm_eps = 1e-5f;
   RopeConfig rope;
@@ -127,12 +127,12 @@ struct ModelConfig {
   static ModelConfig from_hf(const HfConfig& config);
   // Sets rope.scaling and its parameters from the object at `prefix` of a
   // config.json (rope_scaling, rope_parameters or one layer type's), and
-  // stretches context_length by YaRN's or linear scaling's factor.
+  // stretches context_length by YaRN's factor.
   void rope_scaling_from_hf(const HfConfig& config, const std::string& prefix);
   // The same from a GGUF file's <arch>.rope.scaling.* keys.
   void rope_scaling_from_gguf(const GgufFile& file);
   // Checks the scaling's parameters (throws an Error naming `source`) and
-  // stretches context_length by YaRN's or linear scaling's factor.
+  // stretches context_length by YaRN's factor.
   void finish_rope(const std::string& source);
   // Reads a mixture of experts' keys of a config.json (num_experts or
   // num_local_experts, num_experts_per_tok, moe_intermediate_size,

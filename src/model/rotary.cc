@@ -102,7 +102,7 @@ bool rope_long_factors(const RopeConfig& rope, std::int64_t max_model_len) {
 
 std::string context_limit_reason(const ModelConfig& c) {
   const RopeConfig& r = c.rope;
-  if ((r.scaling == RopeScaling::kYarn || r.scaling == RopeScaling::kLinear) && c.context_length > r.original_context)
+  if (r.scaling == RopeScaling::kYarn && c.context_length > r.original_context)
     return fmt::format("{} trained x {} rope scaling factor {:g}", r.original_context, rope_scaling_name(r.scaling),
                        r.factor);
   if (r.scaling == RopeScaling::kDynamic)
@@ -118,7 +118,7 @@ std::string describe_rope_scaling(const ModelConfig& c) {
   std::string out;
   switch (r.scaling) {
     case RopeScaling::kNone: out = "none"; break;
-    case RopeScaling::kLinear: out = fmt::format("linear x{:g} over {} trained tokens", r.factor, r.original_context); break;
+    case RopeScaling::kLinear: out = fmt::format("linear: every frequency / {:g}", r.factor); break;
     case RopeScaling::kLlama3:
       out = fmt::format("llama3 x{:g} over {} trained tokens, low/high frequency factors {:g} / {:g}", r.factor,
                         r.original_context, r.low_freq_factor, r.high_freq_factor);

@@ -13,6 +13,7 @@
 // greedy output (rule 5, ==).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -20,6 +21,8 @@
 
 #include "core/error.h"
 #include "engine/engine.h"
+#include "model/gguf_file.h"
+#include "model/gguf_writer.h"
 #include "model/model_loader.h"
 #include "support/greedy_runner.h"
 #include "support/test_backend.h"
@@ -151,6 +154,74 @@ INSTANTIATE_TEST_SUITE_P(Tiny, FamilyModelTest,
                          ::testing::Values("gemma2", "phi3", "granite", "smollm3", "glm4", "ministral3", "mistral3",
                                            "olmo2"),
                          [](const ::testing::TestParamInfo<const char*>& p) { return std::string(p.param); });
+
+// A family's GGUF file copied with its metadata or tensors changed: `set`
+// replaces or adds keys, `drop` leaves tensors out, `shorten` writes a
+// tensor's first `shorten.second` numbers only (f32).
+struct GgufEdit {
+  std::vector<std::pair<std::string, GgufMetaValue>> set;
+  std::vector<std::string> drop;
+  std::pair<std::string, std::int64_t> shorten;
+};
+
+void copy_gguf(const std::string& from, const std::string& to, const GgufEdit& edit) {
+  const GgufFile src = GgufFile::open(from);
+  GgufWriter w;
+  for (const auto& [key, value] : src.metadata()) w.set(key, GgufMetaValue::from(value));
+  for (const auto& [key, value] : edit.set) w.set(key, value);
+  std::vector<const GgufTensorInfo*> kept;
+  for (const GgufTensorInfo& t : src.tensors()) {
+    if (std::find(edit.drop.begin(), edit.drop.end(), t.name) != edit.drop.end()) continue;
+    std::vector<std::int64_t> shape(t.shape.begin(), t.shape.begin() + t.num_dims);
+    if (t.name == edit.shorten.first) shape[0] = edit.shorten.second;
+    w.add_tensor(t.name, t.type, shape);
+    kept.push_back(&t);
+  }
+  w.begin(to);
+  for (const GgufTensorInfo* t : kept) {
+    const std::size_t bytes =
+        t->name == edit.shorten.first ? static_cast<std::size_t>(edit.shorten.second) * sizeof(float) : t->size_bytes;
+    w.write_tensor_data(t->name, std::span<const std::uint8_t>(t->data, bytes));
+  }
+  w.finish();
+}
+
+// Broken rotary scaling and family keys in GGUF files are refused with what
+// is wrong, never a crash or a silently wrong table.
+TEST(FamilyGguf, BrokenScalingAndFamilyKeysAreRefusedClearly) {
+  struct Case {
+    const char* family;
+    GgufEdit edit;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"phi3", {{}, {}, {"rope_factors_long.weight", 5}},
+       "rope_factors_long.weight is [5] f32, expected f32 [6] (one factor per rotated pair)"},
+      {"phi3", {{}, {"rope_factors_short.weight"}, {}},
+       "longrope scaling needs the tensors rope_factors_short.weight and rope_factors_long.weight"},
+      {"smollm3", {{{"smollm3.rope.scaling.yarn_beta_fast", GgufMetaValue::f32(0.5f)}}, {}, {}},
+       "yarn needs beta_fast > beta_slow > 0, has 0.5 and 1"},
+      {"smollm3", {{{"smollm3.rope.scaling.factor", GgufMetaValue::f32(-4.0f)}}, {}, {}},
+       "rope scaling factor -4 must be positive"},
+      {"ministral3", {{{"mistral3.rope.scaling.type", GgufMetaValue::string("ntk")}}, {}, {}},
+       "rope scaling \"ntk\" is not supported (none, linear, yarn, longrope are)"},
+      {"gemma2", {{{"gemma2.attention.sliding_window", GgufMetaValue::i32(-3)}}, {}, {}},
+       "gemma2.attention.sliding_window -3 must be positive"},
+      {"glm4", {{}, {"blk.1.ffn_up.weight"}, {}}, "tensor blk.1.ffn_up.weight is missing"},
+  };
+  const auto backend = folio::testing::make_test_backend(1, "f32");
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.family) + ": " + c.message);
+    folio::testing::TempPath path;
+    copy_gguf(tiny_dir(c.family) + "/model.gguf", path.str(), c.edit);
+    try {
+      load_model(path.str(), *backend);
+      ADD_FAILURE() << "loaded";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(c.message), std::string::npos) << e.what();
+    }
+  }
+}
 
 // Checkpoints of tests/data/tiny run with other rope parameters or at longer
 // positions (make_family_models.py's VARIANTS): reference.json names the base
