@@ -49,9 +49,11 @@ constexpr LayerName kLayerNames[] = {
     {"mlp.gate_proj.weight", "ffn_gate.weight"},
     {"mlp.up_proj.weight", "ffn_up.weight"},
     {"mlp.down_proj.weight", "ffn_down.weight"},
-    // Fused projections, split at load by their architectures (Phi-3, GLM-4).
+    // Fused projections, split at load by their architectures (Phi-3, GLM-4, Granite 4).
     {"self_attn.qkv_proj.weight", "attn_qkv.weight"},
     {"mlp.gate_up_proj.weight", "ffn_up.weight"},
+    {"shared_mlp.input_linear.weight", "ffn_up.weight"},  // Granite 4's [gate; up]
+    {"shared_mlp.output_linear.weight", "ffn_down.weight"},
     // GLM-4's norms after attention and after the FFN.
     {"post_self_attn_layernorm.weight", "post_attention_norm.weight"},
     {"post_mlp_layernorm.weight", "post_ffw_norm.weight"},

@@ -124,6 +124,23 @@ TEST_P(FamilyModelTest, GgufFileMatchesLlamaCpp) {
   EXPECT_LE(a.max_logprob_diff, ggml_gelu ? kMaxLogprobDiffGgmlGelu : kMaxLogprobDiff);
 }
 
+// Granite 4's dense layout (GraniteMoeHybridForCausalLM, every layer
+// attention, the shared MLP fused [gate; up]): the transformers leg only, as
+// llama.cpp's converter makes a file of it that llama.cpp cannot load.
+TEST(FamilyModel, Granite4DenseCheckpointMatchesTransformers) {
+  const nlohmann::json ref = load_reference("granite4");
+  const auto backend = folio::testing::make_test_backend(0, "f32");
+  LoadedModel model = load_model(tiny_dir("granite4"), *backend);
+  EXPECT_EQ(model.config.architecture, "granitehybrid");
+  const Agreement a = compare(*backend, model, ref, "transformers");
+  std::printf("[granite4] HF directory vs transformers: %d positions, top-1 agrees at %d of %d decisive, max "
+              "|logprob diff| %.2e\n",
+              a.positions, a.decisive_agree, a.decisive, a.max_logprob_diff);
+  EXPECT_EQ(a.decisive_agree, a.decisive);
+  EXPECT_GT(a.decisive, a.positions / 2);
+  EXPECT_LE(a.max_logprob_diff, kMaxLogprobDiff);
+}
+
 // Both formats describe the same model: the same config where both carry it.
 TEST_P(FamilyModelTest, BothFormatsReadTheSameConfig) {
   const auto backend = folio::testing::make_test_backend(1, "f32");
@@ -409,7 +426,7 @@ TEST(FamilyEngine, MaxModelLenBeyondTheScalingIsRefusedClearly) {
 
 INSTANTIATE_TEST_SUITE_P(Tiny, FamilyEngineTest,
                          ::testing::Values("gemma2", "phi3", "granite", "smollm3", "glm4", "ministral3", "mistral3",
-                                           "olmo2"),
+                                           "olmo2", "granite4"),
                          [](const ::testing::TestParamInfo<const char*>& p) { return std::string(p.param); });
 
 }  // namespace

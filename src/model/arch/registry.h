@@ -61,6 +61,7 @@ extern const ArchEntry kGlm4Arch;
 extern const ArchEntry kMinistral3Arch;
 extern const ArchEntry kMistralArch;
 extern const ArchEntry kOlmo2Arch;
+extern const ArchEntry kGranite4Arch;
 
 // What the SwiGLU architectures check of a config.json: hidden_act silu
 // (`arch` names the architecture in the error).
