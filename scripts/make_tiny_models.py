@@ -107,7 +107,7 @@ def training_texts() -> list[str]:
     return texts
 
 
-def make_tokenizer(kind: str):
+def make_tokenizer(kind: str, extra_special: list[str] | None = None):
     from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
     tok = Tokenizer(models.BPE())
@@ -122,7 +122,8 @@ def make_tokenizer(kind: str):
     if kind == "qwen2":
         tok.normalizer = normalizers.NFC()
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=VOCAB_SIZE - len(ADDED_TOKENS), special_tokens=SPECIAL_TOKENS,
+    trainer = trainers.BpeTrainer(vocab_size=VOCAB_SIZE - len(ADDED_TOKENS),
+                                  special_tokens=SPECIAL_TOKENS + list(extra_special or []),
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
     tok.train_from_iterator(training_texts(), trainer=trainer)
     tok.add_tokens(ADDED_TOKENS)

@@ -13,6 +13,7 @@
 // device backend from the next copy_to_host or synchronize.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -35,9 +36,23 @@ enum class GluActivation { kSilu, kGeluTanh };
 struct RopeTable {
   bool neox = false;                // pairs (i, i + dim/2) instead of (2i, 2i+1)
   int dim = 0;                      // rotated dimensions per head
-  float attention_factor = 1.0f;    // yarn's magnitude scale on cos/sin
+  float attention_factor = 1.0f;    // yarn's and longrope's magnitude scale on cos/sin
   Tensor inv_freq;                  // [dim / 2] f32 on the backend's device
+  // Query temperature (Ministral 3, Llama 4), a table for queries only: the
+  // whole head, rotated dimensions and the rest, is multiplied by
+  // t = 1 + temperature_beta * ln(1 + floor((pos + temperature_offset) /
+  // temperature_length)), computed in f32; beta 0: none.
+  float temperature_beta = 0.0f;
+  float temperature_offset = 0.0f;
+  float temperature_length = 1.0f;
 };
+
+// The query temperature of `table` at position `pos` (1 without one): the
+// one formula every backend's rope uses.
+inline float rope_temperature(const RopeTable& table, float pos) {
+  return 1.0f + table.temperature_beta *
+                    std::log(1.0f + std::floor((pos + table.temperature_offset) / table.temperature_length));
+}
 
 // The paged KV cache of one layer: a K pool and a V pool of num_blocks blocks
 // of block_size tokens, each in its own KvDType. A token's slot is
@@ -171,6 +186,11 @@ class Backend {
 
   // x *= s.
   virtual void scale(Tensor& x, float s) = 0;
+
+  // logits: [rows, vocab] f32 in place, x = x * scale, then, when softcap >
+  // 0, x = softcap * tanh(x / softcap): the logit multipliers (Granite's 1 /
+  // logits_scaling, Cohere's logit_scale) and the final soft-cap (Gemma 2).
+  virtual void scale_logits(Tensor& logits, float scale, float softcap) = 0;
 
   // Writes k: [num_tokens, num_kv_heads, head_dim] and v likewise into the
   // cache slots of slot_mapping (negative slots are skipped), each row

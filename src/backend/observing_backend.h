@@ -60,6 +60,9 @@ class ObservingBackend final : public Backend {
   }
   void add(Tensor& x, const Tensor& y) override { inner_->add(x, y); }
   void scale(Tensor& x, float s) override { inner_->scale(x, s); }
+  void scale_logits(Tensor& logits, float scale, float softcap) override {
+    inner_->scale_logits(logits, scale, softcap);
+  }
   void write_kv(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, PagedKv& kv) override {
     inner_->write_kv(k, v, slot_mapping, kv);
   }

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "core/error.h"
 
 namespace folio::op_checks {
@@ -56,6 +58,15 @@ void rope(const Tensor& x, const Tensor& positions, const RopeTable& table, DTyp
   FOLIO_NEED(table.dim <= x.shape[2] && table.dim % 2 == 0 && table.inv_freq.dtype == DType::F32 &&
            table.inv_freq.numel() == table.dim / 2,
        "rope", "the table (dim {}, inv_freq {}) does not fit x {}", table.dim, desc(table.inv_freq), desc(x));
+  FOLIO_NEED(table.temperature_beta == 0.0f || table.temperature_length >= 1.0f, "rope",
+       "a query temperature needs a length of at least 1, has {}", table.temperature_length);
+}
+
+void scale_logits(const Tensor& logits, float scale, float softcap) {
+  FOLIO_NEED(logits.dtype == DType::F32 && logits.ndim == 2, "scale_logits", "logits {} must be f32 [rows, vocab]",
+       desc(logits));
+  FOLIO_NEED(std::isfinite(scale) && std::isfinite(softcap) && softcap >= 0.0f, "scale_logits",
+       "scale {} and soft-cap {} must be finite, the soft-cap not negative", scale, softcap);
 }
 
 void same_shape(const Tensor& a, const Tensor& b, DType act, const char* op) {

@@ -11,6 +11,7 @@ void embedding(const Tensor& table, const Tensor& ids, const Tensor& out, DType 
 void matmul(const Tensor& w, const Tensor& x, const Tensor& y, const Tensor* bias, DType act);
 void rms_norm(const Tensor& x, const Tensor& w, const Tensor& out, DType act);
 void rope(const Tensor& x, const Tensor& positions, const RopeTable& table, DType act);
+void scale_logits(const Tensor& logits, float scale, float softcap);
 // a and b are activations with the same number of elements.
 void same_shape(const Tensor& a, const Tensor& b, DType act, const char* op);
 void activations(const Tensor& x, DType act, const char* op);

@@ -4,6 +4,7 @@
 // weight bytes and KV bytes per token.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 
 #include "cli/commands.h"
@@ -11,6 +12,7 @@
 #include "model/gguf_file.h"
 #include "model/hf_checkpoint.h"
 #include "model/model_config.h"
+#include "model/rotary.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/vocab.h"
 
@@ -35,7 +37,10 @@ std::string with_commas(std::uint64_t n) {
 
 void print_config(const ModelConfig& c, bool supported) {
   fmt::print("model: {}\n", c.name);
-  fmt::print("  architecture        {}{}\n", c.architecture, supported ? "" : " (not supported by this build)");
+  const ArchEntry* arch = find_arch(c.architecture);
+  fmt::print("  architecture        {}{}{}\n", c.architecture,
+             arch != nullptr && !arch->family.empty() ? fmt::format(" ({})", arch->family) : "",
+             supported ? "" : " (not supported by this build)");
   fmt::print("  layers              {}\n", c.num_layers);
   fmt::print("  hidden size         {}\n", c.hidden_size);
   fmt::print("  FFN size            {}\n", c.intermediate_size);
@@ -47,12 +52,30 @@ void print_config(const ModelConfig& c, bool supported) {
   }
   fmt::print("  attention heads     {} (KV heads {}, head size {}{})\n", c.num_heads, c.num_kv_heads, c.head_dim,
              c.value_head_dim != c.head_dim ? fmt::format(", value size {}", c.value_head_dim) : "");
-  fmt::print("  context length      {}\n", c.context_length);
+  fmt::print("  context length      {}{}\n", c.context_length,
+             c.context_length != c.rope.original_context && c.rope.original_context > 0
+                 ? fmt::format(" (trained {})", c.rope.original_context)
+                 : "");
   fmt::print("  vocabulary          {}\n", c.vocab_size);
   fmt::print("  RMSNorm epsilon     {:g}\n", c.rms_norm_eps);
-  fmt::print("  RoPE                {}, base {:g}, {} dims{}\n", c.rope.style == RopeStyle::kNeox ? "neox" : "normal",
-             c.rope.base, c.rope.dim,
-             c.rope.scaling == RopeScaling::kNone ? "" : fmt::format(", scaling x{:g}", c.rope.factor));
+  fmt::print("  RoPE                {}, base {:g}, {} dims\n", c.rope.style == RopeStyle::kNeox ? "neox" : "normal",
+             c.rope.base, c.rope.dim);
+  if (c.rope.scaling != RopeScaling::kNone) fmt::print("  RoPE scaling        {}\n", describe_rope_scaling(c));
+  if (c.rope.temperature_beta != 0.0f)
+    fmt::print("  query temperature   1 + {:g} ln(1 + floor((pos + {:g}) / {}))\n", c.rope.temperature_beta,
+               c.rope.temperature_offset, c.rope.temperature_length);
+  if (std::count(c.rope_skipped.begin(), c.rope_skipped.end(), true) > 0) {
+    std::string layers;
+    for (std::size_t l = 0; l < c.rope_skipped.size(); ++l)
+      if (c.rope_skipped[l]) layers += fmt::format("{}{}", layers.empty() ? "" : ", ", l);
+    fmt::print("  layers without RoPE {}\n", layers);
+  }
+  if (c.embedding_scale != 1.0f || c.residual_scale != 1.0f || c.logit_scale != 1.0f)
+    fmt::print("  multipliers         embeddings x{:g}, block outputs x{:g}, logits x{:g}\n", c.embedding_scale,
+               c.residual_scale, c.logit_scale);
+  if (c.attention_softcap > 0.0f || c.final_logit_softcap > 0.0f)
+    fmt::print("  soft-capping        attention scores {:g}, final logits {:g} (0: none)\n", c.attention_softcap,
+               c.final_logit_softcap);
   bool sliding = false;
   for (auto w : c.sliding_window) sliding = sliding || w > 0;
   if (sliding) {
@@ -70,6 +93,12 @@ void print_config(const GgufFile& f) {
   ModelConfig c = ModelConfig::from_gguf(f);
   const ArchEntry* arch = find_arch(c.architecture);
   if (arch != nullptr) arch->configure(c, f);
+  // llama.cpp's Phi-3 files name no scaling: its factors' tensors say LongRoPE.
+  if (c.rope.scaling == RopeScaling::kNone && f.find_tensor("rope_factors_long.weight") != nullptr) {
+    c.rope.scaling = RopeScaling::kLongRope;
+    c.rope.factor =
+        static_cast<float>(static_cast<double>(c.context_length) / static_cast<double>(c.rope.original_context));
+  }
   print_config(c, arch != nullptr);
 }
 
@@ -176,7 +205,7 @@ void print_hf(const std::string& dir, bool list) {
   for (const SafetensorsTensor* t : tensors) {
     std::string shape;
     for (int d = 0; d < t->num_dims; ++d) shape += fmt::format("{}{}", shape.empty() ? "" : " x ", t->shape[d]);
-    std::string gguf = gguf_tensor_name(t->name, arch != nullptr && arch->hf_gemma_norms);
+    std::string gguf = gguf_tensor_name(t->name, arch != nullptr && (arch->hf_gemma_norms || arch->hf_post_attention_norm));
     if (const auto expert = hf_expert_tensor(t->name)) gguf = fmt::format("{}[{}]", expert->gguf_name, expert->expert);
     fmt::print("  {:<48} {:<24} {:<6} {:<14} {:>12}\n", t->name, gguf.empty() ? "-" : gguf, name(t->stored), shape,
                with_commas(t->size_bytes));

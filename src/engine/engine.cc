@@ -10,6 +10,7 @@
 #include "engine/speculative/ngram_proposer.h"
 #include "engine/speculative/verifier.h"
 #include "kv/block_map.h"
+#include "model/rotary.h"
 
 namespace folio {
 namespace {
@@ -22,7 +23,9 @@ Engine::Engine(std::shared_ptr<ModelSession> session, const EngineConfig& config
     : session_(std::move(session)), config_(config) {
   const ModelConfig& model = session_->config();
   if (config_.max_model_len <= 0) config_.max_model_len = static_cast<int>(model.context_length);
-  config_.max_model_len = std::min<int>(config_.max_model_len, static_cast<int>(model.context_length));
+  if (config_.max_model_len > model.context_length)
+    fail("--max-model-len {} is beyond the {} tokens model {} supports ({}); lower --max-model-len", config_.max_model_len,
+         model.context_length, model.name, context_limit_reason(model));
 
   KvStorageOptions kv_options;
   kv_options.block_size = config_.block_size;
@@ -83,6 +86,7 @@ Engine::Engine(std::shared_ptr<ModelSession> session, const EngineConfig& config
   runner.max_num_seqs = max_seqs;
   runner.max_logits = max_seqs * logits_per_seq;
   runner.pad_to_buckets = config_.pad_to_buckets;
+  runner.max_model_len = config_.max_model_len;
   runner_ = std::make_unique<ModelRunner>(*session_->backend, *session_->loaded.model, *kv_storage_, runner);
   stats_.kv_bytes = kv_storage_->total_bytes();
   update_stats();  // the pool's size is known before the first step (GET /metrics)

@@ -49,6 +49,7 @@ ModelRunner::ModelRunner(Backend& backend, Model& model, KvStorage& kv, const Ru
       max_rows_(o.max_sampling_rows > 0 ? o.max_sampling_rows : o.max_logits),
       max_blocks_per_seq_((model.config().context_length + kv.block_size() - 1) / kv.block_size()),
       pad_(o.pad_to_buckets),
+      max_model_len_(o.max_model_len),
       workspace_(backend, model.config(), o.max_num_batched_tokens, o.max_logits) {
   FOLIO_CHECK(max_tokens_ > 0 && max_seqs_ > 0 && max_logits_ > 0 && max_rows_ > 0);
   std::size_t at = 0;
@@ -170,6 +171,7 @@ StepSamples ModelRunner::execute(std::span<const SequenceChunk> chunks, const Sa
   batch.meta.seq_lens = ints(layout_.seq_lens, padded_seqs);
   batch.meta.block_tables = ints(layout_.block_tables, padded_seqs * stride);
   batch.logits_rows = ints(layout_.logit_rows, L);
+  batch.max_model_len = max_model_len_;
 
   logits_ = workspace_.logits(L);
   model_.forward(batch, kv_.layers(), workspace_, logits_);

@@ -63,6 +63,9 @@ struct RunnerOptions {
   std::int64_t max_logits = 64;        // logit rows of a step
   std::int64_t max_sampling_rows = 0;  // sampled rows of a call; 0: max_logits
   bool pad_to_buckets = false;         // round token counts up (see padded_num_tokens)
+  // The most tokens a sequence may reach (ForwardBatch::max_model_len); 0:
+  // the model's context.
+  std::int64_t max_model_len = 0;
 };
 
 class ModelRunner {
@@ -103,6 +106,7 @@ class ModelRunner {
   std::int64_t max_rows_;
   std::int64_t max_blocks_per_seq_;
   bool pad_;
+  std::int64_t max_model_len_;
   Workspace workspace_;
 
   // The step's metadata and sampling records, at the same offsets in pinned

@@ -47,6 +47,14 @@ std::vector<ModelShape> make_model_presets() {
       dense("Mixtral-8x7B", 46'702'792'704, 32, 32, 8, 128, 32768, 8),
       deepseek_v3,
       dense("OPT-13B", 12'853'473'280, 40, 40, 40, 128, 2048),
+      // The families of 2025-26 (issue 39), from their config.json files.
+      dense("Gemma-2-9B", 9'241'705'984, 42, 16, 8, 256, 8192),
+      dense("Gemma-2-27B", 27'227'128'320, 46, 32, 16, 128, 8192),
+      dense("Phi-4-mini", 3'836'021'760, 32, 24, 8, 128, 131072),
+      dense("Granite-3.1-8B", 8'170'848'256, 40, 32, 8, 128, 131072),
+      dense("SmolLM3-3B", 3'075'098'624, 36, 16, 4, 128, 65536),
+      dense("GLM-4-9B-0414", 9'400'279'040, 40, 32, 2, 128, 32768),
+      dense("Ministral-8B", 8'019'808'256, 36, 32, 8, 128, 32768),
   };
 }
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "core/error.h"
@@ -15,7 +16,9 @@ namespace {
 
 struct Shape {
   const char* name;
-  const char* arch;  // llama (normal RoPE) or qwen2 (NeoX RoPE, Q/K/V biases)
+  // llama (normal RoPE), qwen2 (NeoX RoPE, Q/K/V biases), or one of the
+  // families of config_of (their norms, windows, rotary share and biases).
+  const char* arch;
   std::int64_t vocab, hidden, ffn, layers, heads, kv_heads, head_dim, context;
   float rope_base, eps;
   bool tied;
@@ -30,7 +33,17 @@ constexpr Shape kShapes[] = {
     {"Llama-2-7B", "llama", 32000, 4096, 11008, 32, 32, 32, 128, 4096, 10000.0f, 1e-5f, false},
     {"Llama-3-8B", "llama", 128256, 4096, 14336, 32, 32, 8, 128, 8192, 500000.0f, 1e-5f, false},
     {"Mistral-7B", "llama", 32000, 4096, 14336, 32, 32, 8, 128, 32768, 10000.0f, 1e-5f, false},
+    {"Gemma-2-9B", "gemma2", 256000, 3584, 14336, 42, 16, 8, 256, 8192, 10000.0f, 1e-6f, true},
+    {"Gemma-2-27B", "gemma2", 256000, 4608, 36864, 46, 32, 16, 128, 8192, 10000.0f, 1e-6f, true},
+    {"Phi-4-mini", "phi3", 200064, 3072, 8192, 32, 24, 8, 128, 131072, 10000.0f, 1e-5f, true},
+    {"Granite-3.1-8B", "granite", 49155, 4096, 12800, 40, 32, 8, 128, 131072, 10000000.0f, 1e-5f, true},
+    {"SmolLM3-3B", "smollm3", 128256, 2048, 11008, 36, 16, 4, 128, 65536, 5000000.0f, 1e-6f, true},
+    {"GLM-4-9B-0414", "glm4", 151552, 4096, 13696, 40, 32, 2, 128, 32768, 10000.0f, 1e-5f, false},
+    {"Ministral-8B", "mistral", 131072, 4096, 12288, 36, 32, 8, 128, 32768, 100000000.0f, 1e-5f, false},
 };
+
+// Gemma 2 and GLM-4 norm each sublayer's output too.
+bool has_post_norms(const ModelConfig& c) { return c.architecture == "gemma2" || c.architecture == "glm4"; }
 
 ModelConfig config_of(const Shape& s) {
   ModelConfig c;
@@ -48,10 +61,26 @@ ModelConfig config_of(const Shape& s) {
   c.rope.base = s.rope_base;
   c.rope.dim = static_cast<int>(s.head_dim);
   c.rope.original_context = s.context;
-  c.rope.style = std::string_view(s.arch) == "qwen2" ? RopeStyle::kNeox : RopeStyle::kNormal;
-  c.attention_bias = std::string_view(s.arch) == "qwen2";
+  const std::string_view arch = s.arch;
+  c.rope.style = arch == "qwen2" || arch == "gemma2" || arch == "phi3" ? RopeStyle::kNeox : RopeStyle::kNormal;
+  c.attention_bias = arch == "qwen2" || arch == "glm4";
   c.tied_embeddings = s.tied;
   c.sliding_window.assign(static_cast<std::size_t>(s.layers), 0);
+  // What the families' configs add to the shape (the weights are random:
+  // the multipliers and scalings that only move numbers are left neutral).
+  if (arch == "gemma2") {
+    for (std::int64_t l = 0; l < s.layers; l += 2) c.sliding_window[static_cast<std::size_t>(l)] = 4096;
+    c.attention_softcap = 50.0f;
+    c.final_logit_softcap = 30.0f;
+    const double scalar = s.layers == 46 ? static_cast<double>(s.hidden / s.heads) : static_cast<double>(s.head_dim);
+    c.attention_scale = static_cast<float>(1.0 / std::sqrt(scalar));
+  }
+  if (arch == "phi3") c.rope.dim = static_cast<int>(s.head_dim * 3 / 4);  // Phi-4-mini rotates 0.75 of each head
+  if (arch == "glm4") c.rope.dim = static_cast<int>(s.head_dim / 2);
+  if (arch == "smollm3") {
+    c.rope_skipped.assign(static_cast<std::size_t>(s.layers), false);
+    for (std::int64_t l = 3; l < s.layers; l += 4) c.rope_skipped[static_cast<std::size_t>(l)] = true;
+  }
   return c;
 }
 
@@ -78,6 +107,10 @@ std::vector<TensorSpec> tensors_of(const ModelConfig& c) {
       t.push_back({n("attn_v.bias"), {kv}});
     }
     t.push_back({n("attn_output.weight"), {H, q}});
+    if (has_post_norms(c)) {
+      t.push_back({n("post_attention_norm.weight"), {H}, true});
+      t.push_back({n("post_ffw_norm.weight"), {H}, true});
+    }
     t.push_back({n("ffn_norm.weight"), {H}, true});
     t.push_back({n("ffn_gate.weight"), {F, H}});
     t.push_back({n("ffn_up.weight"), {F, H}});

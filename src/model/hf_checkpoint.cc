@@ -49,6 +49,14 @@ constexpr LayerName kLayerNames[] = {
     {"mlp.gate_proj.weight", "ffn_gate.weight"},
     {"mlp.up_proj.weight", "ffn_up.weight"},
     {"mlp.down_proj.weight", "ffn_down.weight"},
+    // Fused projections, split at load by their architectures (Phi-3, GLM-4, Granite 4).
+    {"self_attn.qkv_proj.weight", "attn_qkv.weight"},
+    {"mlp.gate_up_proj.weight", "ffn_up.weight"},
+    {"shared_mlp.input_linear.weight", "ffn_up.weight"},  // Granite 4's [gate; up]
+    {"shared_mlp.output_linear.weight", "ffn_down.weight"},
+    // GLM-4's norms after attention and after the FFN.
+    {"post_self_attn_layernorm.weight", "post_attention_norm.weight"},
+    {"post_mlp_layernorm.weight", "post_ffw_norm.weight"},
     // Mixture of experts: the router and Qwen2-MoE's shared expert and its gate.
     {"block_sparse_moe.gate.weight", "ffn_gate_inp.weight"},
     {"mlp.gate.weight", "ffn_gate_inp.weight"},
@@ -123,9 +131,30 @@ void add_stacked_experts(Weights& w, const std::string& dir, const std::string& 
 
 bool is_norm(std::string_view gguf_name) { return gguf_name.find("norm") != std::string_view::npos; }
 
+// A vision-language checkpoint's language model, under the names of a text
+// one: transformers 5 saves it as model.language_model.* (lm_head at the
+// top), earlier ones as language_model.model.* and language_model.lm_head.*.
+std::string text_model_name(std::string_view hf) {
+  constexpr std::string_view kPrefixes[][2] = {{"model.language_model.", "model."},
+                                               {"language_model.model.", "model."},
+                                               {"language_model.lm_head.", "lm_head."}};
+  for (const auto& [from, to] : kPrefixes)
+    if (hf.starts_with(from)) return std::string(to) + std::string(hf.substr(from.size()));
+  return std::string(hf);
+}
+
+bool is_vision_tensor(std::string_view hf) {
+  for (std::string_view prefix : {"vision_tower.", "multi_modal_projector.", "model.vision_tower.",
+                                  "model.multi_modal_projector."})
+    if (hf.starts_with(prefix)) return true;
+  return false;
+}
+
 }  // namespace
 
-std::string gguf_tensor_name(std::string_view hf, bool gemma_norms) {
+std::string gguf_tensor_name(std::string_view hf_name, bool gemma_norms) {
+  const std::string text = text_model_name(hf_name);
+  const std::string_view hf = text;
   if (hf == "model.embed_tokens.weight") return "token_embd.weight";
   if (hf == "model.norm.weight") return "output_norm.weight";
   if (hf == "lm_head.weight") return "output.weight";
@@ -139,7 +168,9 @@ std::string gguf_tensor_name(std::string_view hf, bool gemma_norms) {
   return "";
 }
 
-std::optional<HfExpertTensor> hf_expert_tensor(std::string_view hf) {
+std::optional<HfExpertTensor> hf_expert_tensor(std::string_view hf_name) {
+  const std::string text = text_model_name(hf_name);
+  const std::string_view hf = text;
   unsigned layer = 0;
   std::string_view rest;
   if (!split_layer(hf, layer, rest)) return std::nullopt;
@@ -160,7 +191,9 @@ bool is_model_directory(const std::string& path) {
 
 std::shared_ptr<const HfCheckpoint> HfCheckpoint::open(const std::string& dir) {
   const fs::path root(dir);
-  std::shared_ptr<HfCheckpoint> c(new HfCheckpoint(dir, HfConfig::open((root / "config.json").string())));
+  // A vision-language checkpoint: folio reads its language model.
+  std::shared_ptr<HfCheckpoint> c(
+      new HfCheckpoint(dir, HfConfig::open((root / "config.json").string()).with_text_config_raised()));
 
   // The shards, each with the tensors the index says it holds (one file: all).
   std::map<std::string, std::vector<std::string>> listed;  // shard -> tensor names
@@ -247,7 +280,8 @@ Weights hf_weights(std::shared_ptr<const HfCheckpoint> checkpoint, const ArchEnt
       experts[expert->gguf_name][expert->expert] = t;
       continue;
     }
-    const std::string name = gguf_tensor_name(t->name, arch.hf_gemma_norms);
+    const std::string name = gguf_tensor_name(t->name, arch.hf_gemma_norms || arch.hf_post_attention_norm);
+    if (name.empty() && is_vision_tensor(t->name)) continue;  // the language model is what folio runs
     if (name.empty()) {
       if (t->name.ends_with("rotary_emb.inv_freq")) continue;  // recomputed from the config
       fail("{}: tensor {} has no place in folio's {} architecture; the checkpoint may be of another model class",

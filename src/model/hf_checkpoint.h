@@ -53,8 +53,10 @@ bool is_model_directory(const std::string& path);
 
 // The GGUF name of an HF decoder tensor ("model.layers.3.self_attn.q_proj.weight"
 // -> "blk.3.attn_q.weight"), or "" for a name folio has no use for.
-// gemma_norms: post_attention_layernorm is the norm after attention (Gemma),
-// not the one before the FFN (llama).
+// gemma_norms: post_attention_layernorm is the norm after attention (Gemma,
+// OLMo 2), not the one before the FFN (llama). A vision-language checkpoint's
+// language model (model.language_model.*, language_model.model.*) maps as a
+// text one's; its vision tower and projector map to "" and are left out.
 std::string gguf_tensor_name(std::string_view hf_name, bool gemma_norms);
 
 // One expert's projection of an HF mixture of experts

@@ -79,4 +79,13 @@ std::string HfConfig::architecture() const {
   return (*a)[0].get<std::string>();
 }
 
+HfConfig HfConfig::with_text_config_raised() const {
+  const nlohmann::json* text = find("text_config");
+  if (text == nullptr || !text->is_object()) return *this;
+  nlohmann::json merged = json_;
+  for (const auto& [key, value] : text->items())
+    if (!value.is_null()) merged[key] = value;
+  return HfConfig(std::move(merged), source_ + " (text_config)");
+}
+
 }  // namespace folio

@@ -38,6 +38,12 @@ class HfConfig {
   // architectures[0]: the model class, "LlamaForCausalLM", ...
   std::string architecture() const;
 
+  // A vision-language checkpoint's config keeps its language model's keys in
+  // text_config: this config with them raised to the top (over the top
+  // level's, nulls left out), as the language model reads them. A config
+  // without text_config comes back unchanged.
+  HfConfig with_text_config_raised() const;
+
  private:
   nlohmann::json json_;
   std::string source_;

@@ -18,6 +18,10 @@ struct ForwardBatch {
   Tensor token_ids;        // [num_tokens] i32
   AttentionMetadata meta;  // positions, slots, sequence layout
   Tensor logits_rows;      // [num_logits] i32: the token rows that need logits
+  // The most tokens any sequence of the engine may reach (its
+  // --max-model-len), the same every step: LongRoPE picks its factors by it.
+  // 0: the model's context.
+  std::int64_t max_model_len = 0;
 };
 
 // Activation buffers on the backend's device for steps of up to max_tokens

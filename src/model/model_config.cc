@@ -1,10 +1,12 @@
 #include "model/model_config.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
 #include "model/gguf_file.h"
 #include "model/hf_config.h"
+#include "model/rotary.h"
 
 namespace folio {
 
@@ -45,22 +47,7 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   c.rope.dim = static_cast<int>(f.get_int(a + "rope.dimension_count", c.head_dim));
   if (c.rope.dim <= 0 || c.rope.dim > c.head_dim || c.rope.dim % 2 != 0)
     fail("{}: rope.dimension_count {} must be even and at most the head size {}", f.path(), c.rope.dim, c.head_dim);
-  std::string scaling = f.get_string(a + "rope.scaling.type", "none");
-  if (scaling == "linear") {
-    c.rope.scaling = RopeScaling::kLinear;
-  } else if (scaling == "yarn") {
-    c.rope.scaling = RopeScaling::kYarn;
-  } else if (scaling != "none") {
-    fail("{}: rope scaling \"{}\" is not supported (none, linear, yarn are)", f.path(), scaling);
-  }
-  c.rope.factor = static_cast<float>(f.get_float(a + "rope.scaling.factor", 1.0));
-  if (c.rope.scaling == RopeScaling::kNone && f.find(a + "rope.scale_linear")) {
-    c.rope.scaling = RopeScaling::kLinear;
-    c.rope.factor = static_cast<float>(f.get_float(a + "rope.scale_linear", 1.0));
-  }
-  c.rope.original_context = f.get_int(a + "rope.scaling.original_context_length", c.context_length);
-  if (!(c.rope.factor > 0)) fail("{}: rope scaling factor {} must be positive", f.path(), c.rope.factor);
-
+  c.rope_scaling_from_gguf(f);
   c.sliding_window.assign(static_cast<std::size_t>(c.num_layers), 0);
 
   // Experts: a Mixtral file is a "llama" one with expert_count.
@@ -75,6 +62,56 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
     c.check_experts(f.path());
   }
   return c;
+}
+
+// llama.cpp's keys (its converter writes them from config.json's rope
+// parameters): rope.scaling.type, factor, original_context_length,
+// yarn_beta_fast / yarn_beta_slow / yarn_ext_factor, yarn_attn_factor (HF's
+// attention_factor), yarn_log_multiplier (mscale_all_dim, as llama.cpp reads
+// it: with mscale 1, except DeepSeek-V2's, whose file holds 0.1 x
+// mscale_all_dim for both), and rope.scaling.attn_factor (LongRoPE's
+// attention factor; a further factor on any other scaling's). LongRoPE's
+// factors come later, from the rope_factors_short/long tensors.
+void ModelConfig::rope_scaling_from_gguf(const GgufFile& f) {
+  const std::string a = architecture + ".";
+  const std::string type = f.get_string(a + "rope.scaling.type", "none");
+  if (type == "linear") {
+    rope.scaling = RopeScaling::kLinear;
+  } else if (type == "yarn") {
+    rope.scaling = RopeScaling::kYarn;
+  } else if (type == "longrope") {
+    rope.scaling = RopeScaling::kLongRope;
+  } else if (type != "none") {
+    fail("{}: rope scaling \"{}\" is not supported (none, linear, yarn, longrope are)", f.path(), type);
+  }
+  rope.factor = static_cast<float>(f.get_float(a + "rope.scaling.factor", 1.0));
+  if (rope.scaling == RopeScaling::kNone && f.find(a + "rope.scale_linear")) {
+    rope.scaling = RopeScaling::kLinear;
+    rope.factor = static_cast<float>(f.get_float(a + "rope.scale_linear", 1.0));
+  }
+  rope.original_context = f.get_int(a + "rope.scaling.original_context_length", context_length);
+  if (rope.original_context <= 0 || rope.original_context > (std::int64_t{1} << 32))
+    fail("{}: rope.scaling.original_context_length {} is out of range", f.path(), rope.original_context);
+  if (!(rope.factor > 0)) fail("{}: rope scaling factor {} must be positive", f.path(), rope.factor);
+  const double extra_factor = f.get_float(a + "rope.scaling.attn_factor", 1.0);
+  if (rope.scaling == RopeScaling::kYarn) {
+    rope.beta_fast = static_cast<float>(f.get_float(a + "rope.scaling.yarn_beta_fast", 32.0));
+    rope.beta_slow = static_cast<float>(f.get_float(a + "rope.scaling.yarn_beta_slow", 1.0));
+    rope.ext_factor = static_cast<float>(f.get_float(a + "rope.scaling.yarn_ext_factor", 1.0));
+    if (const double log_mul = f.get_float(a + "rope.scaling.yarn_log_multiplier", 0.0); log_mul != 0.0) {
+      rope.mscale = architecture == "deepseek2" ? static_cast<float>(log_mul) : 1.0f;
+      rope.mscale_all_dim = static_cast<float>(log_mul);
+    }
+    rope.attention_factor = static_cast<float>(f.get_float(a + "rope.scaling.yarn_attn_factor", 0.0));
+    if (rope.attention_factor == 0.0f && extra_factor != 1.0)
+      rope.attention_factor = static_cast<float>(rope_attention_factor(rope) * extra_factor);
+  } else if (rope.scaling == RopeScaling::kLongRope) {
+    rope.factor = static_cast<float>(static_cast<double>(context_length) / static_cast<double>(rope.original_context));
+    if (f.find(a + "rope.scaling.attn_factor") != nullptr) rope.attention_factor = static_cast<float>(extra_factor);
+  } else if (extra_factor != 1.0) {
+    rope.attention_factor = static_cast<float>(extra_factor);
+  }
+  finish_rope(f.path());
 }
 
 void ModelConfig::experts_from_hf(const HfConfig& hf, bool norm_default) {
@@ -137,7 +174,10 @@ ModelConfig ModelConfig::from_hf(const HfConfig& hf) {
   // RoPE: transformers 5 writes rope_parameters, earlier ones rope_theta and rope_scaling.
   c.rope.style = RopeStyle::kNeox;
   c.rope.base = static_cast<float>(hf.get_float("rope_parameters.rope_theta", hf.get_float("rope_theta", 10000.0)));
-  c.rope.dim = static_cast<int>(static_cast<double>(c.head_dim) * hf.get_float("partial_rotary_factor", 1.0));
+  // transformers 5 keeps partial_rotary_factor among the rope parameters.
+  const double rotary_share =
+      hf.get_float("rope_parameters.partial_rotary_factor", hf.get_float("partial_rotary_factor", 1.0));
+  c.rope.dim = static_cast<int>(static_cast<double>(c.head_dim) * rotary_share);
   if (c.rope.dim <= 0 || c.rope.dim > c.head_dim || c.rope.dim % 2 != 0)
     fail("{}: {} rotated dimensions must be even and at most the head size {}", hf.source(), c.rope.dim, c.head_dim);
   c.sliding_window.assign(static_cast<std::size_t>(c.num_layers), 0);
@@ -147,14 +187,28 @@ ModelConfig ModelConfig::from_hf(const HfConfig& hf) {
 
 void ModelConfig::rope_scaling_from_hf(const HfConfig& hf, const std::string& prefix) {
   const std::string p = prefix + ".";
-  const std::string type = hf.get_string(p + "rope_type", hf.get_string(p + "type", "default"));
+  std::string type = hf.get_string(p + "rope_type", hf.get_string(p + "type", "default"));
+  if (type == "su") type = "longrope";  // Phi-3's first name for it
   rope.scaling = RopeScaling::kNone;
   rope.factor = static_cast<float>(hf.get_float(p + "factor", 1.0));
-  rope.original_context = hf.get_int(p + "original_max_position_embeddings", context_length);
+  // Phi-3 keeps the trained context at the top level, and transformers
+  // prefers it there to the one among the rope parameters.
+  const bool nested = prefix.find('.') != std::string::npos;
+  rope.original_context = !nested && hf.has("original_max_position_embeddings")
+                              ? hf.need_count("original_max_position_embeddings")
+                              : hf.get_int(p + "original_max_position_embeddings", context_length);
+  if (rope.original_context <= 0 || rope.original_context > (std::int64_t{1} << 32))
+    fail("{}: original_max_position_embeddings {} is out of range", hf.source(), rope.original_context);
+  // The context over the trained one, where a type derives its factor from it.
+  const double context_ratio = static_cast<double>(context_length) / static_cast<double>(rope.original_context);
+  rope.attention_factor = static_cast<float>(hf.get_float(p + "attention_factor", 0.0));
+  if (rope.attention_factor < 0) fail("{}: attention_factor {} is negative", hf.source(), rope.attention_factor);
   if (type == "default") {
     rope.factor = 1.0f;
   } else if (type == "linear") {
     rope.scaling = RopeScaling::kLinear;
+  } else if (type == "dynamic") {
+    rope.scaling = RopeScaling::kDynamic;
   } else if (type == "llama3") {
     rope.scaling = RopeScaling::kLlama3;
     rope.low_freq_factor = static_cast<float>(hf.get_float(p + "low_freq_factor", 1.0));
@@ -163,10 +217,77 @@ void ModelConfig::rope_scaling_from_hf(const HfConfig& hf, const std::string& pr
       fail("{}: llama3 rope scaling needs high_freq_factor > low_freq_factor", hf.source());
   } else if (type == "yarn") {
     rope.scaling = RopeScaling::kYarn;
+    if (!hf.has(p + "factor")) rope.factor = static_cast<float>(context_ratio);
+    // transformers reads 0 here as "not given", as it does beta's absence.
+    rope.beta_fast = static_cast<float>(hf.get_float(p + "beta_fast", 0.0));
+    rope.beta_slow = static_cast<float>(hf.get_float(p + "beta_slow", 0.0));
+    if (rope.beta_fast == 0.0f) rope.beta_fast = 32.0f;
+    if (rope.beta_slow == 0.0f) rope.beta_slow = 1.0f;
+    rope.mscale = static_cast<float>(hf.get_float(p + "mscale", 0.0));
+    rope.mscale_all_dim = static_cast<float>(hf.get_float(p + "mscale_all_dim", 0.0));
+    rope.truncate = hf.get_bool(p + "truncate", true);
+  } else if (type == "longrope") {
+    rope.scaling = RopeScaling::kLongRope;
+    if (!hf.has(p + "factor")) rope.factor = static_cast<float>(context_ratio);
+    auto factors = [&](const char* key) {
+      const nlohmann::json* list = hf.find(p + key);
+      if (list == nullptr || !list->is_array())
+        fail("{}: longrope scaling needs {}{} as a list of numbers", hf.source(), p, key);
+      std::vector<float> out;
+      for (const nlohmann::json& v : *list) {
+        if (!v.is_number()) fail("{}: {}{} holds {}; expected numbers", hf.source(), p, key, v.dump());
+        out.push_back(v.get<float>());
+      }
+      return out;
+    };
+    rope.short_factors = factors("short_factor");
+    rope.long_factors = factors("long_factor");
   } else {
-    fail("{}: rope scaling \"{}\" is not supported (default, linear, llama3, yarn are)", hf.source(), type);
+    fail("{}: rope scaling \"{}\" is not supported (default, linear, llama3, yarn, longrope, dynamic are)",
+         hf.source(), type);
   }
-  if (!(rope.factor > 0)) fail("{}: rope scaling factor {} must be positive", hf.source(), rope.factor);
+  // Llama 4 / Ministral 3 query temperature, with transformers' names.
+  rope.temperature_beta = static_cast<float>(hf.get_float(p + "llama_4_scaling_beta", 0.0));
+  if (rope.temperature_beta != 0.0f) rope.temperature_length = rope.original_context;
+  finish_rope(hf.source());
+}
+
+void ModelConfig::finish_rope(const std::string& source) {
+  if (!(rope.factor > 0)) fail("{}: rope scaling factor {} must be positive", source, rope.factor);
+  const std::size_t pairs = static_cast<std::size_t>(rope.dim / 2);
+  if (rope.scaling == RopeScaling::kLongRope && !rope.short_factors.empty() &&
+      (rope.short_factors.size() != pairs || rope.long_factors.size() != pairs))
+    fail("{}: longrope has {} short and {} long factors; the rotary table has {} pairs", source,
+         rope.short_factors.size(), rope.long_factors.size(), pairs);
+  for (const std::vector<float>* list : {&rope.short_factors, &rope.long_factors})
+    for (float v : *list)
+      if (!(v > 0) || !std::isfinite(v)) fail("{}: longrope factor {} must be positive", source, v);
+  if (rope.scaling == RopeScaling::kYarn && !(rope.beta_fast > rope.beta_slow && rope.beta_slow > 0))
+    fail("{}: yarn needs beta_fast > beta_slow > 0, has {} and {}", source, rope.beta_fast, rope.beta_slow);
+  // YaRN stretches the trained context by its factor: Qwen2.5 and Qwen3 keep
+  // max_position_embeddings at the trained length and name the stretch in
+  // rope_scaling. (Linear scaling's configs give the stretched length as
+  // max_position_embeddings already: Gemma 3, LLaMA-2-7B-32K.)
+  if (rope.scaling == RopeScaling::kYarn) {
+    const double stretched = static_cast<double>(rope.original_context) * static_cast<double>(rope.factor);
+    if (stretched > static_cast<double>(std::int64_t{1} << 32))
+      fail("{}: a context of {} x {} is out of range", source, rope.original_context, rope.factor);
+    context_length = std::max(context_length, static_cast<std::int64_t>(std::llround(stretched)));
+  }
+  if (rope.temperature_beta != 0.0f && rope.temperature_length <= 0)
+    fail("{}: query temperature scaling needs the original context length", source);
+}
+
+const char* rope_scaling_name(RopeScaling scaling) {
+  switch (scaling) {
+    case RopeScaling::kNone: return "none";
+    case RopeScaling::kLinear: return "linear";
+    case RopeScaling::kYarn: return "yarn";
+    case RopeScaling::kLlama3: return "llama3";
+    case RopeScaling::kLongRope: return "longrope";
+    case RopeScaling::kDynamic: return "dynamic";
+  }
+  return "?";
 }
 
 }  // namespace folio

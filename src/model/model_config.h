@@ -17,21 +17,52 @@ class HfConfig;
 // rotate_half works on the rows as trained).
 enum class RopeStyle { kNormal, kNeox };
 
-enum class RopeScaling { kNone, kLinear, kYarn, kLlama3 };
+// How a config stretches RoPE past the trained context: kLinear divides every
+// frequency; kLlama3 slows the long wavelengths; kYarn blends interpolated and
+// original frequencies over a correction range and scales cos/sin; kLongRope
+// divides each pair's frequency by a factor of its own (short or long set);
+// kDynamic (NTK by sequence length) is the plain table within the trained
+// context, which is all folio runs of it.
+enum class RopeScaling { kNone, kLinear, kYarn, kLlama3, kLongRope, kDynamic };
 
 struct RopeConfig {
   RopeStyle style = RopeStyle::kNormal;
   float base = 10000.0f;
   int dim = 0;  // dimensions rotated per head (<= head_dim)
   RopeScaling scaling = RopeScaling::kNone;
-  float factor = 1.0f;             // linear / yarn / llama3 scale factor
-  std::int64_t original_context = 0;
+  float factor = 1.0f;             // linear / yarn / llama3 / dynamic scale; longrope: context / original
+  std::int64_t original_context = 0;  // the trained context the scaling starts from
   float low_freq_factor = 1.0f;    // llama3
   float high_freq_factor = 4.0f;   // llama3
+  // YaRN: the correction range's rotation counts, whether its ends are
+  // rounded to whole pairs (HF truncate; GGUF files always are), and GGUF's
+  // extrapolation factor (the ramp's weight; HF configs have 1).
+  float beta_fast = 32.0f;
+  float beta_slow = 1.0f;
+  bool truncate = true;
+  float ext_factor = 1.0f;
+  // The magnitude on cos/sin: attention_factor when the config gives one
+  // (> 0), else YaRN's from mscale / mscale_all_dim (DeepSeek style, both > 0)
+  // or from the factor alone, LongRoPE's from the context ratio.
+  float attention_factor = 0.0f;
+  float mscale = 0.0f;
+  float mscale_all_dim = 0.0f;
+  // LongRoPE: per rotated pair, a divisor of its frequency for contexts up
+  // to original_context (short) and beyond it (long).
+  std::vector<float> short_factors;  // [dim / 2]
+  std::vector<float> long_factors;   // [dim / 2]
   // Per rotated pair, a divisor of its frequency (GGUF's rope_freqs.weight,
   // read from the file before the weights go to the device); empty: none.
   std::vector<float> freq_factors;  // [dim / 2]
+  // Query temperature (Ministral 3, Llama 4): queries are multiplied by
+  // 1 + beta * ln(1 + floor((pos + offset) / length)); beta 0: none.
+  float temperature_beta = 0.0f;
+  float temperature_offset = 0.0f;
+  std::int64_t temperature_length = 0;
 };
+
+// "none", "linear", "yarn", "llama3", "longrope", "dynamic".
+const char* rope_scaling_name(RopeScaling scaling);
 
 enum class Activation { kSilu, kGeluTanh };
 
@@ -47,7 +78,9 @@ struct ModelConfig {
   std::int64_t num_kv_heads = 0;
   std::int64_t head_dim = 0;            // key and query head size
   std::int64_t value_head_dim = 0;      // value head size (usually == head_dim)
-  std::int64_t context_length = 0;      // trained context
+  // The longest context the config supports: max_position_embeddings, or
+  // the trained context times a YaRN factor when that is longer.
+  std::int64_t context_length = 0;
   float rms_norm_eps = 1e-5f;
   RopeConfig rope;
   Activation activation = Activation::kSilu;
@@ -57,6 +90,17 @@ struct ModelConfig {
 
   // Per layer: 0 for global attention, else the sliding window in tokens.
   std::vector<std::int64_t> sliding_window;
+  // Per layer: true where the layer rotates nothing (SmolLM3's every fourth
+  // layer); empty: every layer rotates.
+  std::vector<bool> rope_skipped;
+
+  // Scalars some families put on the residual stream, the attention scores
+  // and the logits; the defaults change nothing.
+  float embedding_scale = 1.0f;      // on the embeddings (Granite's embedding_multiplier)
+  float residual_scale = 1.0f;       // on each block's output before it joins the stream (Granite)
+  float attention_softcap = 0.0f;    // scores = cap * tanh(scores / cap) (Gemma 2); 0: none
+  float logit_scale = 1.0f;          // on the logits (Granite: 1 / logits_scaling)
+  float final_logit_softcap = 0.0f;  // logits = cap * tanh(logits / cap) (Gemma 2); 0: none
 
   // Mixture of experts (num_experts > 0): every layer's FFN is num_experts
   // SwiGLU experts of expert_intermediate_size, of which a router picks
@@ -82,8 +126,14 @@ struct ModelConfig {
   // registry entry adjusts what is particular to it.
   static ModelConfig from_hf(const HfConfig& config);
   // Sets rope.scaling and its parameters from the object at `prefix` of a
-  // config.json (rope_scaling, rope_parameters or one layer type's).
+  // config.json (rope_scaling, rope_parameters or one layer type's), and
+  // stretches context_length by YaRN's factor.
   void rope_scaling_from_hf(const HfConfig& config, const std::string& prefix);
+  // The same from a GGUF file's <arch>.rope.scaling.* keys.
+  void rope_scaling_from_gguf(const GgufFile& file);
+  // Checks the scaling's parameters (throws an Error naming `source`) and
+  // stretches context_length by YaRN's factor.
+  void finish_rope(const std::string& source);
   // Reads a mixture of experts' keys of a config.json (num_experts or
   // num_local_experts, num_experts_per_tok, moe_intermediate_size,
   // shared_expert_intermediate_size, norm_topk_prob with `norm_default`) and

@@ -16,17 +16,37 @@ std::string joined(const std::vector<std::string_view>& names) {
   return out;
 }
 
-// GGUF's rope_freqs.weight is a table of the config, not a weight the ops
-// read: it goes into the config while the weights are still on the host.
-void read_rope_freq_factors(ModelConfig& config, const Weights& weights) {
-  const Tensor* t = weights.find("rope_freqs.weight");
-  if (t == nullptr) return;
-  const std::int64_t n = config.rope.dim / 2;
-  if (t->ndim != 1 || t->shape[0] != n || t->dtype != DType::F32)
-    fail("{}: rope_freqs.weight is {} {}, expected f32 [{}] (one factor per rotated pair)", weights.source(),
-         t->shape_string(), name(t->dtype), n);
+// GGUF's rope_freqs.weight (Llama 3) and rope_factors_short/long.weight
+// (LongRoPE) are tables of the config, not weights the ops read: they go into
+// the config while the weights are still on the host.
+std::vector<float> read_pair_factors(const Weights& weights, const char* tensor, std::int64_t pairs) {
+  const Tensor* t = weights.find(tensor);
+  if (t == nullptr) return {};
+  if (t->ndim != 1 || t->shape[0] != pairs || t->dtype != DType::F32)
+    fail("{}: {} is {} {}, expected f32 [{}] (one factor per rotated pair)", weights.source(), tensor,
+         t->shape_string(), name(t->dtype), pairs);
   const auto* factors = static_cast<const float*>(t->data);
-  config.rope.freq_factors.assign(factors, factors + n);
+  return std::vector<float>(factors, factors + pairs);
+}
+
+void read_rope_freq_factors(ModelConfig& config, const Weights& weights) {
+  const std::int64_t n = config.rope.dim / 2;
+  config.rope.freq_factors = read_pair_factors(weights, "rope_freqs.weight", n);
+  // llama.cpp's Phi-3 files name no scaling type: the factors' tensors are
+  // the LongRoPE (and rope.scaling.attn_factor its attention factor).
+  const bool factor_tensors = weights.find("rope_factors_long.weight") != nullptr;
+  if (config.rope.scaling == RopeScaling::kNone && factor_tensors && config.rope.short_factors.empty()) {
+    config.rope.scaling = RopeScaling::kLongRope;
+    config.rope.factor =
+        static_cast<float>(static_cast<double>(config.context_length) / static_cast<double>(config.rope.original_context));
+  }
+  if (config.rope.scaling != RopeScaling::kLongRope || !config.rope.short_factors.empty()) return;
+  config.rope.short_factors = read_pair_factors(weights, "rope_factors_short.weight", n);
+  config.rope.long_factors = read_pair_factors(weights, "rope_factors_long.weight", n);
+  if (config.rope.short_factors.empty() || config.rope.long_factors.empty())
+    fail("{}: longrope scaling needs the tensors rope_factors_short.weight and rope_factors_long.weight",
+         weights.source());
+  config.finish_rope(weights.source());
 }
 
 }  // namespace
@@ -67,6 +87,7 @@ LoadedModel load_model(const std::string& path, Backend& backend, const LoadProg
     weights = Weights::from_gguf(m.file);
   }
   read_rope_freq_factors(m.config, weights);
+  if (arch->split_weights != nullptr) arch->split_weights(weights, m.config);
   weights.load(backend, progress);
   m.weights = std::make_shared<const Weights>(std::move(weights));
   m.model = arch->create(m.config, *m.weights, backend);

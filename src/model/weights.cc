@@ -39,6 +39,33 @@ void Weights::add_owned(const std::string& name, const Tensor& tensor, Buffer st
   host_copies_.emplace(name, std::move(storage));
 }
 
+void Weights::split_rows(const std::string& name, std::span<const RowPart> parts) {
+  FOLIO_CHECK(!loaded_);
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) fail("{}: tensor {} is missing", source_, name);
+  const Tensor whole = it->second;
+  std::int64_t rows = 0;
+  for (const RowPart& p : parts) rows += p.rows;
+  // A matrix splits by rows; a bias ([n], of a plain number type) by elements.
+  if (whole.ndim > 2 || whole.shape[0] != rows || (whole.ndim == 1 && info(whole.dtype).block_elems != 1))
+    fail("{}: tensor {} has shape {} ({}); its parts need {} rows", source_, name, whole.shape_string(),
+         folio::name(whole.dtype), rows);
+  if (auto copy = host_copies_.extract(name)) split_copies_.push_back(std::move(copy.mapped()));
+  tensors_.erase(it);
+  std::int64_t first = 0;
+  for (const RowPart& p : parts) {
+    Tensor part = whole;
+    if (whole.ndim == 1) {
+      part.data = static_cast<char*>(whole.data) + static_cast<std::size_t>(first * info(whole.dtype).block_bytes);
+      part.shape[0] = p.rows;
+    } else {
+      part = whole.rows_view(first, p.rows);
+    }
+    add(p.name, part);
+    first += p.rows;
+  }
+}
+
 void Weights::load(Backend& backend, const LoadProgress& progress) {
   FOLIO_CHECK(!loaded_);
   const std::uint64_t total = total_bytes();

@@ -7,6 +7,7 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -35,6 +36,16 @@ class Weights {
   void add(const std::string& name, const Tensor& tensor);
   void add_owned(const std::string& name, const Tensor& tensor, Buffer storage);
 
+  // Replaces the fused tensor `name` by row views of it, part after part
+  // ({"blk.0.attn_q.weight", 2048}, ...), before load: Phi-3's qkv and
+  // gate_up, GLM-4's gate_up. Throws an Error naming the tensor when it is
+  // missing or its rows are not the parts' sum.
+  struct RowPart {
+    std::string name;
+    std::int64_t rows = 0;
+  };
+  void split_rows(const std::string& name, std::span<const RowPart> parts);
+
   // Puts every tensor on the backend's device, in its own layout
   // (Backend::load_weight), reporting bytes done; once, before the model is
   // built on them.
@@ -61,6 +72,7 @@ class Weights {
   std::shared_ptr<const void> owner_;
   std::unordered_map<std::string, Tensor> tensors_;
   std::unordered_map<std::string, Buffer> host_copies_;  // converted tensors' host storage, until loaded
+  std::vector<Buffer> split_copies_;  // converted tensors split into parts: their storage, kept
   std::vector<Buffer> device_;                           // the backend's copies
   // Drops the file pages of a view the backend made a copy of (from_gguf), or null.
   std::function<void(const void*, std::size_t)> drop_pages_;

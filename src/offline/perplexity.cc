@@ -63,7 +63,7 @@ class WindowScorer {
   WindowScorer(ModelSession& session, const PerplexityOptions& o, const WindowPlan& plan)
       : session_(session), o_(o), plan_(plan), kv_(*session.backend, session.config(), kv_options(o)),
         batch_(std::min(o.batch, o.ctx)),
-        runner_(*session.backend, *session.loaded.model, kv_, runner_options(batch_)),
+        runner_(*session.backend, *session.loaded.model, kv_, runner_options(batch_, o.ctx)),
         table_(static_cast<int>(kv_.block_size())),
         window_(static_cast<std::size_t>(o.ctx)) {
     for (std::int64_t b = 0; b < kv_.num_blocks(); ++b) table_.append(static_cast<BlockId>(b));
@@ -99,11 +99,12 @@ class WindowScorer {
   }
 
  private:
-  static RunnerOptions runner_options(std::int64_t batch) {
+  static RunnerOptions runner_options(std::int64_t batch, std::int64_t ctx) {
     RunnerOptions r;
     r.max_num_batched_tokens = batch;
     r.max_num_seqs = 1;
     r.max_logits = batch;
+    r.max_model_len = ctx;
     return r;
   }
 

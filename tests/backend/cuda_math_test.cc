@@ -18,6 +18,8 @@
 #include <random>
 
 #include "backend/cuda/dequant.cuh"
+#include "backend/cuda/rope_math.cuh"
+#include "backend/reference/reference_backend.h"
 #include "backend/cuda/sampling_math.cuh"
 #include "backend/sampling/row_sampler.h"
 #include "backend/sampling/sampler_math.h"
@@ -271,6 +273,58 @@ TEST(CudaMath, TheSamplingKernelsDefinitionGivesRowSamplersTokens) {
     }
   }
   EXPECT_EQ(rows, 360);
+}
+
+// A head of host floats for rope_pair.
+struct HostHead {
+  float* v;
+  float load(std::int64_t d) const { return v[d]; }
+  void store(std::int64_t d, float x) const { v[d] = x; }
+};
+
+// The rope kernel's work items, every one of a batch run on the host, give
+// the reference's bits: both pair orderings, partial rotary dimensions, a
+// factor on cos/sin and a query temperature, whose unrotated dimensions the
+// pairs' items cover between them.
+TEST(CudaMath, RopeItemsGiveTheReferencesBits) {
+  std::mt19937 rng(21);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (bool neox : {false, true}) {
+    for (const auto& [dim, head_dim] : {std::pair{64, 64}, std::pair{24, 64}, std::pair{12, 16}}) {
+      for (bool scaled : {false, true}) {
+        const std::int64_t T = 9, heads = 3, half = dim / 2;
+        std::vector<float> inv_freq;
+        for (int i = 0; i < half; ++i) inv_freq.push_back(static_cast<float>(std::pow(10000.0, -2.0 * i / dim)));
+        std::vector<std::int32_t> pos;
+        for (std::int64_t t = 0; t < T; ++t) pos.push_back(static_cast<std::int32_t>(t * 61));
+        std::vector<float> x(static_cast<std::size_t>(T * heads * head_dim));
+        for (float& v : x) v = normal(rng);
+        RopeTable table;
+        table.neox = neox;
+        table.dim = dim;
+        table.inv_freq = Tensor(inv_freq.data(), DType::F32, {half});
+        cuda::RopeTemperature temperature;
+        if (scaled) {
+          table.attention_factor = 1.19f;
+          table.temperature_beta = temperature.beta = 0.1f;
+          table.temperature_offset = temperature.offset = 1.0f;
+          table.temperature_length = temperature.length = 100.0f;
+        }
+        std::vector<float> want = x, got = x;
+        Tensor wt(want.data(), DType::F32, {T, heads, head_dim}), pt(pos.data(), DType::I32, {T});
+        ReferenceBackend().rope(wt, pt, table);
+        for (std::int64_t item = 0; item < T * heads * half; ++item) {
+          const std::int64_t i = item % half, th = item / half, t = th / heads;
+          HostHead head{got.data() + th * head_dim};
+          cuda::rope_pair(head, static_cast<float>(pos[t]), inv_freq[i], i, dim, head_dim, neox,
+                          table.attention_factor, temperature);
+        }
+        for (std::size_t k = 0; k < got.size(); ++k)
+          ASSERT_EQ(bits(got[k]), bits(want[k])) << "neox " << neox << " dim " << dim << " scaled " << scaled
+                                                 << " at " << k;
+      }
+    }
+  }
 }
 
 }  // namespace

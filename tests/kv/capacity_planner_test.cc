@@ -98,6 +98,13 @@ TEST(CapacityPlanner, KvBytesPerTokenForEveryPresetAndFormat) {
       {"DeepSeek-V3", "bf16", 70'272},         // 61 x (512 + 64) x 2, no factor 2
       {"DeepSeek-V3", "fp8_e4m3", 61 * (576 + 2)},
       {"DeepSeek-V3", "q8_0", 61 * 18 * 34},   // 576 = 18 blocks of 32
+      {"Gemma-2-9B", "f16", 344'064},          // 2 x 42 x 8 x 256 x 2
+      {"Gemma-2-27B", "f16", 376'832},         // 2 x 46 x 16 x 128 x 2
+      {"Phi-4-mini", "f16", 131'072},          // 2 x 32 x 8 x 128 x 2
+      {"Granite-3.1-8B", "f16", 163'840},      // 2 x 40 x 8 x 128 x 2
+      {"SmolLM3-3B", "f16", 73'728},           // 2 x 36 x 4 x 128 x 2
+      {"GLM-4-9B-0414", "f16", 40'960},        // 2 x 40 x 2 x 128 x 2
+      {"Ministral-8B", "f16", 147'456},        // 2 x 36 x 8 x 128 x 2
   };
   for (const Row& r : rows) EXPECT_EQ(kv_bytes_per_token(preset(r.model), kv(r.format)), r.bytes) << r.model << " " << r.format;
 }
@@ -166,6 +173,22 @@ TEST(CapacityPlanner, PresetParameterCountsMatchTheirShapes) {
   const std::int64_t dense_layer = mla + 2 * d + 3 * d * 18432;
   const std::int64_t moe_layer = mla + 2 * d + 257 * 3 * d * 2048 + 256 * d + 256;
   EXPECT_EQ(preset("DeepSeek-V3").num_params, 3 * dense_layer + 58 * moe_layer + 2 * 129280 * d + d);
+  // The families of issue 39: vocab, hidden, ffn, layers, heads, kv heads,
+  // head size, norms per layer (Gemma 2 and GLM-4 norm after attention and
+  // the FFN too), Q/K/V biases, tied embeddings.
+  auto family = [](std::int64_t v, std::int64_t hidden, std::int64_t ffn, std::int64_t l, std::int64_t heads,
+                   std::int64_t kvh, std::int64_t hd, std::int64_t norms, bool bias, bool tie) {
+    const std::int64_t q = heads * hd, kv = kvh * hd;
+    const std::int64_t attn = 2 * hidden * q + 2 * hidden * kv + (bias ? q + 2 * kv : 0);
+    return l * (attn + 3 * hidden * ffn + norms * hidden) + (tie ? 1 : 2) * v * hidden + hidden;
+  };
+  EXPECT_EQ(preset("Gemma-2-9B").num_params, family(256000, 3584, 14336, 42, 16, 8, 256, 4, false, true));
+  EXPECT_EQ(preset("Gemma-2-27B").num_params, family(256000, 4608, 36864, 46, 32, 16, 128, 4, false, true));
+  EXPECT_EQ(preset("Phi-4-mini").num_params, family(200064, 3072, 8192, 32, 24, 8, 128, 2, false, true));
+  EXPECT_EQ(preset("Granite-3.1-8B").num_params, family(49155, 4096, 12800, 40, 32, 8, 128, 2, false, true));
+  EXPECT_EQ(preset("SmolLM3-3B").num_params, family(128256, 2048, 11008, 36, 16, 4, 128, 2, false, true));
+  EXPECT_EQ(preset("GLM-4-9B-0414").num_params, family(151552, 4096, 13696, 40, 32, 2, 128, 4, true, false));
+  EXPECT_EQ(preset("Ministral-8B").num_params, family(131072, 4096, 12288, 36, 32, 8, 128, 2, false, false));
 }
 
 TEST(CapacityPlanner, FindsPresetsLoosely) {

@@ -23,6 +23,7 @@ GreedyRunner::GreedyRunner(Backend& backend, LoadedModel& model, std::int64_t ma
   o.max_num_batched_tokens = std::max(max_batched_tokens, max_context);
   o.max_num_seqs = max_seqs;
   o.max_logits = std::max(max_seqs, max_context);
+  o.max_model_len = max_context;
   runner_ = std::make_unique<ModelRunner>(backend, *model.model, kv_, o);
   for (std::int64_t s = 0; s < max_seqs; ++s) {
     tables_.emplace_back(kDefaultBlockSize);

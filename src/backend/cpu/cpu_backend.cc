@@ -54,6 +54,11 @@ void CpuBackend::scale(Tensor& x, float s) {
   cpu_pointwise::scale(pool_, x, s);
 }
 
+void CpuBackend::scale_logits(Tensor& logits, float scale, float softcap) {
+  op_checks::scale_logits(logits, scale, softcap);
+  cpu_pointwise::scale_logits(pool_, logits, scale, softcap);
+}
+
 void CpuBackend::write_kv(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, PagedKv& kv) {
   op_checks::write_kv(k, v, slot_mapping, kv, DType::F32);
   if (!features_.avx2) return reference_.write_kv(k, v, slot_mapping, kv);

@@ -48,6 +48,7 @@ class CpuBackend final : public Backend {
   void glu(const Tensor& gate, const Tensor& up, GluActivation act, Tensor& out) override;
   void add(Tensor& x, const Tensor& y) override;
   void scale(Tensor& x, float s) override;
+  void scale_logits(Tensor& logits, float scale, float softcap) override;
   void write_kv(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, PagedKv& kv) override;
   void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) override;
   void copy_blocks(PagedKv& kv, std::span<const std::pair<std::int32_t, std::int32_t>> pairs) override;

@@ -103,13 +103,19 @@ void rope(ThreadPool& pool, Tensor& x, const Tensor& positions, const RopeTable&
   const std::int64_t heads = x.shape[1], hd = x.shape[2], half = table.dim / 2;
   pool.parallel_for(x.shape[0], [&](std::int64_t begin, std::int64_t end) {
     float cs[512], sn[512];
+    const bool tempered = table.temperature_beta != 0.0f;
     for (std::int64_t t = begin; t < end; ++t) {
       const float pos = static_cast<float>(positions.as<const std::int32_t>()[t]);
+      const float temperature = tempered ? rope_temperature(table, pos) : 1.0f;
       // The angles once per token, for every head.
       for (std::int64_t i = 0; i < half; ++i) {
         const float theta = pos * table.inv_freq.as<const float>()[i];
         cs[i] = std::cos(theta) * table.attention_factor;
         sn[i] = std::sin(theta) * table.attention_factor;
+        if (tempered) {
+          cs[i] *= temperature;
+          sn[i] *= temperature;
+        }
       }
       for (std::int64_t h = 0; h < heads; ++h) {
         float* v = x.as<float>() + (t * heads + h) * hd;
@@ -120,6 +126,8 @@ void rope(ThreadPool& pool, Tensor& x, const Tensor& positions, const RopeTable&
           v[a] = x0 * cs[i] - x1 * sn[i];
           v[b] = x0 * sn[i] + x1 * cs[i];
         }
+        if (tempered)
+          for (std::int64_t d = table.dim; d < hd; ++d) v[d] *= temperature;
       }
     }
   }, grain_rows(heads * hd));
@@ -165,6 +173,19 @@ void scale(ThreadPool& pool, Tensor& x, float s) {
   pool.parallel_for(n, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t i = begin; i < end; ++i) a[i] *= s;
   }, 8192);
+}
+
+void scale_logits(ThreadPool& pool, Tensor& logits, float scale, float softcap) {
+  const std::int64_t cols = logits.cols();
+  pool.parallel_for(logits.rows(), [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t r = begin; r < end; ++r) {
+      float* x = logits.as<float>() + r * cols;
+      for (std::int64_t i = 0; i < cols; ++i) {
+        x[i] *= scale;
+        if (softcap > 0.0f) x[i] = softcap * std::tanh(x[i] / softcap);
+      }
+    }
+  }, grain_rows(cols));
 }
 
 // Float types store through SIMD conversions; the scaled types (q8_0,

@@ -17,6 +17,8 @@ void glu(ThreadPool& pool, const Tensor& gate, const Tensor& up, GluActivation a
 void glu_row(const float* gate, const float* up, GluActivation act, std::int64_t n, float* out);
 void add(ThreadPool& pool, Tensor& x, const Tensor& y);
 void scale(ThreadPool& pool, Tensor& x, float s);
+// logits: [rows, vocab] f32, x = x * scale, then softcap * tanh(x / softcap) when softcap > 0.
+void scale_logits(ThreadPool& pool, Tensor& logits, float scale, float softcap);
 void write_kv(ThreadPool& pool, const Tensor& k, const Tensor& v, const Tensor& slot_mapping, PagedKv& kv);
 
 }  // namespace folio::cpu_pointwise

@@ -265,7 +265,8 @@ void CudaBackend::rope(Tensor& x, const Tensor& positions, const RopeTable& tabl
   op_checks::rope(x, positions, table, act_);
   cuda::launch_rope(on_device(x, "rope x").data, kind_of(x), ints<std::int32_t>(positions, "rope positions"),
                     static_cast<const float*>(on_device(table.inv_freq, "rope table").data), x.shape[0], x.shape[1],
-                    x.shape[2], table.dim, table.neox, table.attention_factor, stream_);
+                    x.shape[2], table.dim, table.neox, table.attention_factor,
+                    {table.temperature_beta, table.temperature_offset, table.temperature_length}, stream_);
 }
 
 void CudaBackend::glu(const Tensor& gate, const Tensor& up, GluActivation act, Tensor& out) {
@@ -283,6 +284,12 @@ void CudaBackend::add(Tensor& x, const Tensor& y) {
 void CudaBackend::scale(Tensor& x, float s) {
   op_checks::activations(x, act_, "scale");
   cuda::launch_scale(on_device(x, "scale x").data, kind_of(x), x.numel(), s, stream_);
+}
+
+void CudaBackend::scale_logits(Tensor& logits, float scale, float softcap) {
+  op_checks::scale_logits(logits, scale, softcap);
+  cuda::launch_scale_logits(static_cast<float*>(on_device(logits, "scale_logits logits").data), logits.numel(), scale,
+                            softcap, stream_);
 }
 
 void CudaBackend::write_kv(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, PagedKv& kv) {

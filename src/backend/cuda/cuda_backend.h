@@ -70,6 +70,7 @@ class CudaBackend final : public Backend {
   void glu(const Tensor& gate, const Tensor& up, GluActivation act, Tensor& out) override;
   void add(Tensor& x, const Tensor& y) override;
   void scale(Tensor& x, float s) override;
+  void scale_logits(Tensor& logits, float scale, float softcap) override;
   void write_kv(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, PagedKv& kv) override;
   void attention(const Tensor& q, const PagedKv& kv, const AttentionMetadata& meta, const AttentionParams& params,
                  Tensor& out) override;

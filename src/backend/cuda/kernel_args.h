@@ -8,6 +8,13 @@
 
 namespace folio::cuda {
 
+// A rope table's query temperature (RopeTable's): beta 0 for none.
+struct RopeTemperature {
+  float beta = 0.0f;
+  float offset = 0.0f;
+  float length = 1.0f;
+};
+
 // How a kernel reads and writes an activation tensor.
 enum ActKind : int { kActF32 = 0, kActBf16 = 1 };
 

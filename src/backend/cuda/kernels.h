@@ -63,11 +63,13 @@ void launch_rms_norm(const void* x, const float* w, float eps, void* out, int ki
 // x: [tokens, heads, head_dim] rotated in place; inv_freq: [dim / 2].
 void launch_rope(void* x, int kind, const std::int32_t* positions, const float* inv_freq, std::int64_t tokens,
                  std::int64_t heads, std::int64_t head_dim, int dim, bool neox, float attention_factor,
-                 cudaStream_t stream);
+                 RopeTemperature temperature, cudaStream_t stream);
 // out = act(gate) * up; gelu: the tanh form.
 void launch_glu(const void* gate, const void* up, void* out, int kind, std::int64_t n, bool gelu, cudaStream_t stream);
 void launch_add(void* x, const void* y, int kind, std::int64_t n, cudaStream_t stream);
 void launch_scale(void* x, int kind, std::int64_t n, float s, cudaStream_t stream);
+// logits: n f32, x = x * scale, then softcap * tanh(x / softcap) when softcap > 0.
+void launch_scale_logits(float* logits, std::int64_t n, float scale, float softcap, cudaStream_t stream);
 // out[i, :] = x[rows[i], :], row_bytes bytes a row.
 void launch_gather_rows(const void* x, std::int64_t row_bytes, std::int64_t num_x_rows, const std::int32_t* rows,
                         std::int64_t n, void* out, DeviceStatus* status, cudaStream_t stream);

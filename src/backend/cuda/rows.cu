@@ -9,6 +9,7 @@
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch_check.h"
+#include "backend/cuda/rope_math.cuh"
 
 namespace folio::cuda {
 namespace {
@@ -49,21 +50,25 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// One activation head of the rope kernel (rope_math.cuh's Head).
+struct ActHead {
+  void* x;
+  int kind;
+  std::int64_t base;
+  __device__ float load(std::int64_t d) const { return load_act(x, base + d, kind); }
+  __device__ void store(std::int64_t d, float v) const { store_act(x, base + d, kind, v); }
+};
+
+// One thread per rotated pair (rope_math.cuh's rope_pair).
 __global__ void rope_kernel(void* x, int kind, const std::int32_t* positions, const float* inv_freq,
                             std::int64_t tokens, std::int64_t heads, std::int64_t head_dim, int dim, bool neox,
-                            float factor) {
+                            float factor, RopeTemperature temperature) {
   const std::int64_t half = dim / 2;
   const std::int64_t item = global_index();
   if (item >= tokens * heads * half) return;
   const std::int64_t i = item % half, th = item / half, t = th / heads;
-  const float theta = __fmul_rn(static_cast<float>(positions[t]), inv_freq[i]);
-  const float c = __fmul_rn(cosf(theta), factor);
-  const float s = __fmul_rn(sinf(theta), factor);
-  const std::int64_t base = th * head_dim;
-  const std::int64_t ia = base + (neox ? i : 2 * i), ib = base + (neox ? i + half : 2 * i + 1);
-  const float x0 = load_act(x, ia, kind), x1 = load_act(x, ib, kind);
-  store_act(x, ia, kind, __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s)));
-  store_act(x, ib, kind, __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c)));
+  ActHead head{x, kind, th * head_dim};
+  rope_pair(head, static_cast<float>(positions[t]), inv_freq[i], i, dim, head_dim, neox, factor, temperature);
 }
 
 __device__ __forceinline__ float silu(float g) { return __fdiv_rn(g, __fadd_rn(1.0f, expf(-g))); }
@@ -91,6 +96,14 @@ __global__ void add_kernel(void* x, const void* y, int kind, std::int64_t n) {
 __global__ void scale_kernel(void* x, int kind, std::int64_t n, float s) {
   const std::int64_t i = global_index();
   if (i < n) store_act(x, i, kind, __fmul_rn(load_act(x, i, kind), s));
+}
+
+__global__ void scale_logits_kernel(float* x, std::int64_t n, float scale, float softcap) {
+  const std::int64_t i = global_index();
+  if (i >= n) return;
+  float v = __fmul_rn(x[i], scale);
+  if (softcap > 0.0f) v = __fmul_rn(softcap, tanhf(__fdiv_rn(v, softcap)));
+  x[i] = v;
 }
 
 // Rows copied in units of `unit` bytes (4, 2 or 1, whatever the row length
@@ -137,11 +150,11 @@ void launch_rms_norm(const void* x, const float* w, float eps, void* out, int ki
 
 void launch_rope(void* x, int kind, const std::int32_t* positions, const float* inv_freq, std::int64_t tokens,
                  std::int64_t heads, std::int64_t head_dim, int dim, bool neox, float attention_factor,
-                 cudaStream_t stream) {
+                 RopeTemperature temperature, cudaStream_t stream) {
   const std::int64_t items = tokens * heads * (dim / 2);
   if (items == 0) return;
   rope_kernel<<<blocks_for(items), kThreads, 0, stream>>>(x, kind, positions, inv_freq, tokens, heads, head_dim, dim,
-                                                          neox, attention_factor);
+                                                          neox, attention_factor, temperature);
   check_launch("rope");
 }
 
@@ -161,6 +174,12 @@ void launch_scale(void* x, int kind, std::int64_t n, float s, cudaStream_t strea
   if (n == 0) return;
   scale_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, kind, n, s);
   check_launch("scale");
+}
+
+void launch_scale_logits(float* logits, std::int64_t n, float scale, float softcap, cudaStream_t stream) {
+  if (n == 0) return;
+  scale_logits_kernel<<<blocks_for(n), kThreads, 0, stream>>>(logits, n, scale, softcap);
+  check_launch("scale_logits");
 }
 
 void launch_gather_rows(const void* x, std::int64_t row_bytes, std::int64_t num_x_rows, const std::int32_t* rows,

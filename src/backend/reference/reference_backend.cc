@@ -235,18 +235,26 @@ void ReferenceBackend::rope(Tensor& x, const Tensor& positions, const RopeTable&
   const float* inv_freq = table.inv_freq.as<const float>();
   for (std::int64_t t = 0; t < x.shape[0]; ++t) {
     float pos = static_cast<float>(positions.as<const std::int32_t>()[t]);
+    const bool tempered = table.temperature_beta != 0.0f;
+    const float temperature = tempered ? rope_temperature(table, pos) : 1.0f;
     for (std::int64_t h = 0; h < heads; ++h) {
       float* v = xf->as<float>() + (t * heads + h) * hd;
       for (std::int64_t i = 0; i < half; ++i) {
         float theta = pos * inv_freq[i];
         float c = std::cos(theta) * table.attention_factor;
         float s = std::sin(theta) * table.attention_factor;
+        if (tempered) {
+          c *= temperature;
+          s *= temperature;
+        }
         std::int64_t a = table.neox ? i : 2 * i;
         std::int64_t b = table.neox ? i + half : 2 * i + 1;
         float x0 = v[a], x1 = v[b];
         v[a] = x0 * c - x1 * s;
         v[b] = x0 * s + x1 * c;
       }
+      if (tempered)
+        for (std::int64_t d = table.dim; d < hd; ++d) v[d] *= temperature;
     }
   }
   xf.store();
@@ -283,6 +291,15 @@ void ReferenceBackend::scale(Tensor& x, float s) {
   AsF32 xf(x);
   for (std::int64_t i = 0; i < x.numel(); ++i) xf->as<float>()[i] *= s;
   xf.store();
+}
+
+void ReferenceBackend::scale_logits(Tensor& logits, float scale, float softcap) {
+  op_checks::scale_logits(logits, scale, softcap);
+  float* x = logits.as<float>();
+  for (std::int64_t i = 0; i < logits.numel(); ++i) {
+    x[i] *= scale;
+    if (softcap > 0.0f) x[i] = softcap * std::tanh(x[i] / softcap);
+  }
 }
 
 void ReferenceBackend::write_kv(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, PagedKv& kv) {

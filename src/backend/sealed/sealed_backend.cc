@@ -161,6 +161,11 @@ void SealedBackend::scale(Tensor& x, float s) {
   inner_->scale(xo, s);
 }
 
+void SealedBackend::scale_logits(Tensor& logits, float scale, float softcap) {
+  Tensor lo = open(logits, "logits");
+  inner_->scale_logits(lo, scale, softcap);
+}
+
 void SealedBackend::write_kv(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, PagedKv& kv) {
   PagedKv c = open(kv);
   inner_->write_kv(open(k, "keys"), open(v, "values"), open(slot_mapping, "slot_mapping"), c);

@@ -46,6 +46,7 @@ DraftModelProposer::DraftModelProposer(const ModelSession& target, std::shared_p
   runner.max_num_batched_tokens = kDraftBatchTokens;
   runner.max_num_seqs = max_num_seqs + 128;
   runner.max_logits = max_num_seqs + 128;
+  runner.max_model_len = max_model_len_;
   runner_ = std::make_unique<ModelRunner>(*draft_->backend, *draft_->loaded.model, *storage_, runner);
 }
 

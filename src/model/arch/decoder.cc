@@ -5,42 +5,9 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "model/rotary.h"
 
 namespace folio {
-namespace {
-
-// Llama 3's rescaling of a rotary frequency (HF rope_type "llama3"; GGUF files
-// carry the resulting factors as rope_freqs.weight): long wavelengths are
-// slowed by the factor, short ones kept, those between blended smoothly.
-double llama3_frequency(const RopeConfig& rope, double f) {
-  const double original = static_cast<double>(rope.original_context);
-  const double wavelength = 2.0 * M_PI / f;
-  if (wavelength < original / rope.high_freq_factor) return f;
-  if (wavelength > original / rope.low_freq_factor) return f / rope.factor;
-  const double smooth =
-      (original / wavelength - rope.low_freq_factor) / (rope.high_freq_factor - rope.low_freq_factor);
-  return (1.0 - smooth) * f / rope.factor + smooth * f;
-}
-
-}  // namespace
-
-std::vector<float> rope_inv_freq(const ModelConfig& c) {
-  const int dim = c.rope.dim;
-  const std::vector<float>& factors = c.rope.freq_factors;
-  if (!factors.empty() && static_cast<int>(factors.size()) != dim / 2)
-    fail("model {}: rope_freqs holds {} factors, the rotary table {} pairs", c.name, factors.size(), dim / 2);
-  std::vector<float> inv_freq(static_cast<std::size_t>(dim / 2));
-  for (int i = 0; i < dim / 2; ++i) {
-    double f = 1.0 / std::pow(static_cast<double>(c.rope.base), 2.0 * i / dim);
-    if (c.rope.scaling == RopeScaling::kLinear) f /= c.rope.factor;
-    if (c.rope.scaling == RopeScaling::kLlama3 && factors.empty()) f = llama3_frequency(c.rope, f);
-    if (!factors.empty()) f /= factors[static_cast<std::size_t>(i)];
-    inv_freq[static_cast<std::size_t>(i)] = static_cast<float>(f);
-  }
-  if (c.rope.scaling == RopeScaling::kYarn)
-    fail("model {}: YaRN rope scaling is not supported yet", c.name);
-  return inv_freq;
-}
 
 DecoderModel::DecoderModel(ModelConfig config, DecoderFeatures features, const Weights& w, Backend& backend)
     : Model(std::move(config)), features_(features), backend_(backend) {
@@ -57,7 +24,7 @@ DecoderModel::DecoderModel(ModelConfig config, DecoderFeatures features, const W
   for (std::int64_t l = 0; l < c.num_layers; ++l) {
     auto n = [l](const char* suffix) { return fmt::format("blk.{}.{}", l, suffix); };
     Layer layer{};
-    layer.attn_norm = &w.get(n("attn_norm.weight"), {H});
+    if (features_.pre_norms) layer.attn_norm = &w.get(n("attn_norm.weight"), {H});
     layer.wq = &w.get(n("attn_q.weight"), {q_dim, H});
     layer.wk = &w.get(n("attn_k.weight"), {kv_dim, H});
     layer.wv = &w.get(n("attn_v.weight"), {v_dim, H});
@@ -66,14 +33,14 @@ DecoderModel::DecoderModel(ModelConfig config, DecoderFeatures features, const W
     layer.bk = w.get_optional(n("attn_k.bias"), {kv_dim});
     layer.bv = w.get_optional(n("attn_v.bias"), {v_dim});
     if (features_.qk_norm) {
-      layer.q_norm = &w.get(n("attn_q_norm.weight"), {c.head_dim});
-      layer.k_norm = &w.get(n("attn_k_norm.weight"), {c.head_dim});
+      layer.q_norm = &w.get(n("attn_q_norm.weight"), {features_.qk_norm_whole ? q_dim : c.head_dim});
+      layer.k_norm = &w.get(n("attn_k_norm.weight"), {features_.qk_norm_whole ? kv_dim : c.head_dim});
     }
     if (features_.sandwich_norms) {
       layer.post_attn_norm = &w.get(n("post_attention_norm.weight"), {H});
       layer.post_ffn_norm = &w.get(n("post_ffw_norm.weight"), {H});
     }
-    layer.ffn_norm = &w.get(n("ffn_norm.weight"), {H});
+    if (features_.pre_norms) layer.ffn_norm = &w.get(n("ffn_norm.weight"), {H});
     if (c.is_moe()) {
       const std::int64_t E = c.num_experts, Fe = c.expert_intermediate_size, Fs = c.shared_expert_intermediate_size;
       layer.router = &w.get(n("ffn_gate_inp.weight"), {E, H});
@@ -96,36 +63,51 @@ DecoderModel::DecoderModel(ModelConfig config, DecoderFeatures features, const W
     layer.attention.scale = features_.attention_scale > 0 ? features_.attention_scale
                             : c.attention_scale > 0   ? c.attention_scale
                                                       : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-    layer.attention.softcap = features_.attn_softcap;
+    layer.attention.softcap = c.attention_softcap;
     layer.attention.sliding_window = c.sliding_window.empty() ? 0 : c.sliding_window[l];
     layers_.push_back(layer);
   }
-  // The rotary tables on the device: the config's, and the sliding-window
-  // layers' own (unscaled, at their own base) where they have one.
-  const std::vector<float> inv_freq = rope_inv_freq(config_);
-  std::vector<float> local_inv_freq;
+  // The rotary tables on the device: the config's; LongRoPE's long-context
+  // set; the sliding-window layers' own (unscaled, at their own base) where
+  // they have one. Q's copy of each carries the query temperature.
+  std::vector<std::vector<float>> tables = {rope_inv_freq(config_)};
+  const bool longrope = c.rope.scaling == RopeScaling::kLongRope;
+  if (longrope) tables.push_back(rope_inv_freq(config_, /*long_factors=*/true));
   if (features_.sliding_window_rope_base > 0) {
     ModelConfig local = config_;
     local.rope.base = features_.sliding_window_rope_base;
     local.rope.scaling = RopeScaling::kNone;
     local.rope.freq_factors.clear();
-    local_inv_freq = rope_inv_freq(local);
+    tables.push_back(rope_inv_freq(local));
   }
-  const auto half = static_cast<std::int64_t>(inv_freq.size());
-  rope_storage_ = backend.allocate(2 * static_cast<std::size_t>(half) * sizeof(float));
-  for (RopeTable* t : {&rope_, &sliding_window_rope_}) {
-    t->neox = c.rope.style == RopeStyle::kNeox;
-    t->dim = c.rope.dim;
+  const auto half = static_cast<std::int64_t>(tables[0].size());
+  const std::size_t table_bytes = static_cast<std::size_t>(half) * sizeof(float);
+  rope_storage_ = backend.allocate(tables.size() * table_bytes);
+  const float attention_factor = static_cast<float>(rope_attention_factor(c.rope));
+  for (std::size_t i = 0; i < tables.size(); ++i) {
+    RopeTable& t = rope_k_[i];
+    t.neox = c.rope.style == RopeStyle::kNeox;
+    t.dim = c.rope.dim;
+    t.attention_factor = i + 1 == tables.size() && features_.sliding_window_rope_base > 0 ? 1.0f : attention_factor;
+    t.inv_freq = rope_storage_.view(DType::F32, {half}, i * table_bytes);
+    backend.copy_to_device(t.inv_freq, tables[i].data(), table_bytes);
+    rope_q_[i] = t;
+    rope_q_[i].temperature_beta = c.rope.temperature_beta;
+    rope_q_[i].temperature_offset = c.rope.temperature_offset;
+    rope_q_[i].temperature_length = static_cast<float>(std::max<std::int64_t>(1, c.rope.temperature_length));
   }
-  rope_.inv_freq = rope_storage_.view(DType::F32, {half}, 0);
-  backend.copy_to_device(rope_.inv_freq, inv_freq.data(), inv_freq.size() * sizeof(float));
-  if (!local_inv_freq.empty()) {
-    sliding_window_rope_.inv_freq = rope_storage_.view(DType::F32, {half}, static_cast<std::size_t>(half) * sizeof(float));
-    backend.copy_to_device(sliding_window_rope_.inv_freq, local_inv_freq.data(), local_inv_freq.size() * sizeof(float));
+  if (!c.rope_skipped.empty() && static_cast<std::int64_t>(c.rope_skipped.size()) != c.num_layers)
+    fail("model {}: {} layers but {} entries saying which rotate", c.name, c.num_layers, c.rope_skipped.size());
+  const std::size_t sliding_table = tables.size() - 1;
+  for (std::size_t l = 0; l < layers_.size(); ++l) {
+    Layer& layer = layers_[l];
+    if (!c.rope_skipped.empty() && c.rope_skipped[l]) continue;
+    const bool local = layer.attention.sliding_window > 0 && features_.sliding_window_rope_base > 0;
+    for (std::size_t context = 0; context < 2; ++context) {
+      const std::size_t table = local ? sliding_table : longrope ? context : 0;
+      layer.rope[context] = {&rope_k_[table], &rope_q_[table]};
+    }
   }
-  for (Layer& layer : layers_)
-    layer.rope = layer.attention.sliding_window > 0 && features_.sliding_window_rope_base > 0 ? &sliding_window_rope_
-                                                                                             : &rope_;
 }
 
 void DecoderModel::forward(const ForwardBatch& batch, std::vector<PagedKv>& kv, const Workspace& ws,
@@ -151,38 +133,48 @@ void DecoderModel::forward(const ForwardBatch& batch, std::vector<PagedKv>& kv, 
 
   be.embedding(*token_embd_, batch.token_ids, x);
   if (features_.scale_embeddings) be.scale(x, std::sqrt(static_cast<float>(H)));
+  if (c.embedding_scale != 1.0f) be.scale(x, c.embedding_scale);
+  const std::int64_t max_model_len = batch.max_model_len > 0 ? batch.max_model_len : c.context_length;
+  const int context = rope_long_factors(c.rope, max_model_len) ? 1 : 0;
 
   for (std::int64_t l = 0; l < c.num_layers; ++l) {
     const Layer& layer = layers_[l];
-    be.rms_norm(x, *layer.attn_norm, c.rms_norm_eps, h);
+    // Without pre-norms (OLMo 2) a sublayer reads the residual stream itself.
+    if (features_.pre_norms) be.rms_norm(x, *layer.attn_norm, c.rms_norm_eps, h);
     const MatmulTarget qkv[] = {{layer.wq, &q, layer.bq}, {layer.wk, &k, layer.bk}, {layer.wv, &v, layer.bv}};
-    be.matmuls(h, qkv);
+    be.matmuls(features_.pre_norms ? h : x, qkv);
     Tensor q3 = q.reshaped({T, heads, hd});   // [T, heads, head_dim]
     Tensor k3 = k.reshaped({T, kv_heads, hd});  // [T, kv_heads, head_dim]
     if (features_.qk_norm) {
-      Tensor qr = q.reshaped({T * heads, hd});
-      Tensor kr = k.reshaped({T * kv_heads, hd});
+      // Each row normed: [T, heads * head_dim] as a whole, or [T * heads, head_dim] per head.
+      Tensor qr = features_.qk_norm_whole ? q : q.reshaped({T * heads, hd});
+      Tensor kr = features_.qk_norm_whole ? k : k.reshaped({T * kv_heads, hd});
       be.rms_norm(qr, *layer.q_norm, c.rms_norm_eps, qr);
       be.rms_norm(kr, *layer.k_norm, c.rms_norm_eps, kr);
     }
-    be.rope(q3, batch.meta.positions, *layer.rope);
-    be.rope(k3, batch.meta.positions, *layer.rope);
+    if (const LayerRope& rope = layer.rope[context]; rope.k != nullptr) {
+      be.rope(q3, batch.meta.positions, *rope.q);
+      be.rope(k3, batch.meta.positions, *rope.k);
+    }
     be.write_kv(k3, v.reshaped({T, kv_heads, vd}), batch.meta.slot_mapping, kv[l]);
     Tensor attn3 = attn.reshaped({T, heads, vd});
     be.attention(q3, kv[l], batch.meta, layer.attention, attn3);
     be.matmul(*layer.wo, attn, out, nullptr);
     if (features_.sandwich_norms) be.rms_norm(out, *layer.post_attn_norm, c.rms_norm_eps, out);
+    if (c.residual_scale != 1.0f) be.scale(out, c.residual_scale);
     be.add(x, out);
 
-    be.rms_norm(x, *layer.ffn_norm, c.rms_norm_eps, h);
+    if (features_.pre_norms) be.rms_norm(x, *layer.ffn_norm, c.rms_norm_eps, h);
+    const Tensor& ffn_in = features_.pre_norms ? h : x;  // [T, hidden]
     if (layer.router != nullptr) {
-      moe_ffn(layer, h, ws, out);
+      moe_ffn(layer, ffn_in, ws, out);
     } else {
       const MatmulTarget gate_up[] = {{layer.w_gate, &gate}, {layer.w_up, &up}};
-      be.matmuls(h, gate_up);
+      be.matmuls(ffn_in, gate_up);
       be.glu_matmul(*layer.w_down, gate, up, features_.activation, out);
     }
     if (features_.sandwich_norms) be.rms_norm(out, *layer.post_ffn_norm, c.rms_norm_eps, out);
+    if (c.residual_scale != 1.0f) be.scale(out, c.residual_scale);
     be.add(x, out);
   }
 
@@ -191,6 +183,8 @@ void DecoderModel::forward(const ForwardBatch& batch, std::vector<PagedKv>& kv, 
   be.gather_rows(x, batch.logits_rows, selected);
   be.rms_norm(selected, *output_norm_, c.rms_norm_eps, selected);
   be.matmul(*output_, selected, logits, nullptr);
+  if (c.logit_scale != 1.0f || c.final_logit_softcap > 0.0f)
+    be.scale_logits(logits, c.logit_scale, c.final_logit_softcap);
 }
 
 // Slots 0-2 hold the residual stream, h and out; the experts use the rest.

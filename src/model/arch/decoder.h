@@ -1,11 +1,13 @@
 // DecoderModel: the pre-norm decoder-only transformer that the llama family,
 // qwen2 and their relatives share (embed, N x [norm, attention, residual,
 // norm, gated FFN, residual], final norm, LM head). An architecture file
-// picks its features; the math is written here once. When the config has
-// experts, each FFN is a mixture of experts (Mixtral, Qwen2/3-MoE): a router,
-// the top-k of num_experts SwiGLU experts per token, grouped by expert so
-// that each expert's weights are read once per step, and an optional shared
-// expert behind a sigmoid gate.
+// picks its features, the config its numbers (rotary scaling and the layers
+// that rotate nothing, sliding windows, soft-caps, the multipliers on the
+// embeddings, block outputs and logits); the math is written here once.
+// When the config has experts, each FFN is a mixture of experts (Mixtral,
+// Qwen2/3-MoE): a router, the top-k of num_experts SwiGLU experts per token,
+// grouped by expert so that each expert's weights are read once per step,
+// and an optional shared expert behind a sigmoid gate.
 #pragma once
 
 #include <vector>
@@ -17,11 +19,12 @@ namespace folio {
 
 struct DecoderFeatures {
   bool qk_norm = false;             // per-head RMSNorm of Q and K (qwen3, gemma3)
-  bool sandwich_norms = false;      // post-attention and post-FFN norms (gemma)
+  bool qk_norm_whole = false;       // ... over all of Q's and K's heads at once instead (olmo2)
+  bool pre_norms = true;            // norms before attention and the FFN (all but olmo2)
+  bool sandwich_norms = false;      // post-attention and post-FFN norms (gemma, glm4, olmo2)
   bool scale_embeddings = false;    // multiply embeddings by sqrt(hidden) (gemma)
   GluActivation activation = GluActivation::kSilu;
-  float attention_scale = 0.0f;     // 0: 1/sqrt(head_dim)
-  float attn_softcap = 0.0f;
+  float attention_scale = 0.0f;     // 0: the config's, else 1/sqrt(head_dim)
   // RoPE base of the sliding-window layers, unscaled (gemma3: 10,000); 0: the
   // config's RoPE everywhere.
   float sliding_window_rope_base = 0.0f;
@@ -33,6 +36,13 @@ class DecoderModel : public Model {
   void forward(const ForwardBatch& batch, std::vector<PagedKv>& kv, const Workspace& ws, Tensor& logits) override;
 
  private:
+  // A layer's rotary tables: K's, and Q's (the same but for a query
+  // temperature), each null where the layer rotates nothing.
+  struct LayerRope {
+    const RopeTable* k = nullptr;
+    const RopeTable* q = nullptr;
+  };
+
   struct Layer {
     const Tensor* attn_norm;
     const Tensor* wq;
@@ -55,7 +65,9 @@ class DecoderModel : public Model {
     const Tensor* down_exps;    // MoE: [experts, hidden, expert_ffn]
     const Tensor* shared_gate;  // MoE with a shared expert: [1, hidden] (or [hidden])
     const Tensor* post_ffn_norm;
-    const RopeTable* rope;
+    // [0]: the config's tables; [1]: LongRoPE's long-context ones (the same
+    // as [0] for other scalings).
+    LayerRope rope[2];
     AttentionParams attention;
   };
 
@@ -69,13 +81,10 @@ class DecoderModel : public Model {
   const Tensor* output_;  // token_embd_ when tied
   std::vector<Layer> layers_;
   Buffer rope_storage_;  // the rotary tables' inverse frequencies, on the device
-  RopeTable rope_;
-  RopeTable sliding_window_rope_;
+  // K's and Q's tables: the config's, LongRoPE's long ones, and the
+  // sliding-window layers' own.
+  RopeTable rope_k_[3];
+  RopeTable rope_q_[3];
 };
-
-// The inverse frequencies of a config's rotary table, [rope.dim / 2], with
-// linear scaling, Llama 3's rescaling or the per-pair frequency factors
-// (GGUF's rope_freqs.weight) folded in.
-std::vector<float> rope_inv_freq(const ModelConfig& config);
 
 }  // namespace folio

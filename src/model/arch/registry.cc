@@ -17,8 +17,10 @@ void refuse_hf_qwen_sliding_window(const HfConfig& hf, std::string_view family) 
 }
 
 namespace {
-const std::array<const ArchEntry*, 7> kArchs = {&kLlamaArch,   &kQwen2Arch,    &kQwen3Arch,   &kGemma3Arch,
-                                                &kMixtralArch, &kQwen2MoeArch, &kQwen3MoeArch};
+const std::array<const ArchEntry*, 16> kArchs = {
+    &kLlamaArch,   &kQwen2Arch,  &kQwen3Arch,      &kGemma3Arch,  &kMixtralArch, &kQwen2MoeArch,
+    &kQwen3MoeArch, &kGemma2Arch, &kPhi3Arch,       &kGraniteArch, &kSmolLM3Arch, &kGlm4Arch,
+    &kMinistral3Arch, &kMistralArch, &kOlmo2Arch,  &kGranite4Arch};
 }
 
 const ArchEntry* find_arch(std::string_view name) {
@@ -35,14 +37,18 @@ std::vector<std::string_view> arch_names() {
 
 const ArchEntry* find_hf_arch(std::string_view model_class) {
   for (const ArchEntry* a : kArchs)
-    if (!a->hf_class.empty() && a->hf_class == model_class) return a;
+    if ((!a->hf_class.empty() && a->hf_class == model_class) ||
+        (!a->hf_vision_class.empty() && a->hf_vision_class == model_class))
+      return a;
   return nullptr;
 }
 
 std::vector<std::string_view> hf_arch_names() {
   std::vector<std::string_view> names;
-  for (const ArchEntry* a : kArchs)
+  for (const ArchEntry* a : kArchs) {
     if (!a->hf_class.empty()) names.push_back(a->hf_class);
+    if (!a->hf_vision_class.empty()) names.push_back(a->hf_vision_class);
+  }
   return names;
 }
 

@@ -29,6 +29,20 @@ struct ArchEntry {
   // HF stores the norm weights as w of (1 + w), and post_attention_layernorm
   // is the norm after attention, not the one before the FFN (Gemma).
   bool hf_gemma_norms = false;
+  // post_attention_layernorm is the norm after attention (OLMo 2), with the
+  // weights as they are.
+  bool hf_post_attention_norm = false;
+  // Splits the fused tensors both formats keep (Phi-3's qkv and gate_up,
+  // GLM-4's gate_up) into the ones the model reads, while the weights are
+  // still on the host (Weights::split_rows: views, no copies).
+  void (*split_weights)(Weights& weights, const ModelConfig& config) = nullptr;
+  // The family's name for people ("Gemma 2", "Phi-3 / Phi-4-mini"), shown by
+  // folio inspect; empty: the architecture name says it.
+  std::string_view family = {};
+  // A vision-language class whose language model this architecture is
+  // (Mistral3ForConditionalGeneration): its text_config and language-model
+  // tensors are read, the vision tower and projector left out.
+  std::string_view hf_vision_class = {};
 };
 
 // One entry per architecture file.
@@ -39,6 +53,15 @@ extern const ArchEntry kGemma3Arch;
 extern const ArchEntry kMixtralArch;
 extern const ArchEntry kQwen2MoeArch;
 extern const ArchEntry kQwen3MoeArch;
+extern const ArchEntry kGemma2Arch;
+extern const ArchEntry kPhi3Arch;
+extern const ArchEntry kGraniteArch;
+extern const ArchEntry kSmolLM3Arch;
+extern const ArchEntry kGlm4Arch;
+extern const ArchEntry kMinistral3Arch;
+extern const ArchEntry kMistralArch;
+extern const ArchEntry kOlmo2Arch;
+extern const ArchEntry kGranite4Arch;
 
 // What the SwiGLU architectures check of a config.json: hidden_act silu
 // (`arch` names the architecture in the error).
@@ -48,7 +71,7 @@ void require_hf_silu(const ModelConfig& config, const HfConfig& hf, std::string_
 void refuse_hf_qwen_sliding_window(const HfConfig& hf, std::string_view family);
 
 const ArchEntry* find_arch(std::string_view name);
-// The entry whose hf_class is `model_class`, or nullptr.
+// The entry whose hf_class (or hf_vision_class) is `model_class`, or nullptr.
 const ArchEntry* find_hf_arch(std::string_view model_class);
 std::vector<std::string_view> hf_arch_names();
 std::vector<std::string_view> arch_names();

@@ -1,7 +1,7 @@
 // The row-wise ops of every backend against the f32 reference, over awkward
 // sizes and misaligned rows: rms_norm (in place too), rope in both pair
-// orderings with a partial rotary dimension, the gated activations, add,
-// scale and gather_rows.
+// orderings with a partial rotary dimension (plain and scaled), the gated
+// activations, add, scale, scale_logits and gather_rows.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -81,10 +81,14 @@ TEST_P(RowOps, RmsNormGluAddAndScaleAgainstReference) {
   }
 }
 
+// Both pair orderings, partial rotary dimensions, and the scaled tables: a
+// factor on cos/sin (YaRN, LongRoPE) and a query temperature, which scales
+// the unrotated dimensions too.
 TEST_P(RowOps, RopeInBothOrderingsAgainstReference) {
   std::mt19937 rng(10);
   const BackendUnderTest& u = GetParam();
-  for (bool neox : {false, true}) {
+  for (const auto& [scaled, neox] : {std::pair{false, false}, std::pair{false, true}, std::pair{true, false},
+                                     std::pair{true, true}}) {
     for (int dim : {64, 32, 128}) {
       const std::int64_t T = 13, heads = 3, hd = dim == 128 ? 128 : 64;
       std::vector<float> inv_freq;
@@ -93,6 +97,12 @@ TEST_P(RowOps, RopeInBothOrderingsAgainstReference) {
       host.neox = neox;
       host.dim = dim;
       host.inv_freq = Tensor(inv_freq.data(), DType::F32, {dim / 2});
+      if (scaled) {
+        host.attention_factor = 1.3466f;
+        host.temperature_beta = 0.1f;
+        host.temperature_offset = 1.0f;
+        host.temperature_length = 150.0f;  // positions 0 to 1164: periods 0 to 7
+      }
       DeviceTensor table(be(), DType::F32, {dim / 2});
       table.upload_values(inv_freq);
       RopeTable device = host;
@@ -107,11 +117,34 @@ TEST_P(RowOps, RopeInBothOrderingsAgainstReference) {
       xd.upload_floats(x);
       pd.upload_values(pos);
       be().rope(*xd, *pd, device);
-      const std::string what = fmt::format("{} dim {}", neox ? "neox" : "normal", dim);
+      const std::string what = fmt::format("{} dim {}{}", neox ? "neox" : "normal", dim, scaled ? " scaled" : "");
       EXPECT_EQ(compare(xd.download_floats(), want, unit_scale(want), u.exact_elementwise ? 0.0 : u.float_ops,
                         u.rounding, what),
                 "");
       xd.expect_guards_intact("rope");
+    }
+  }
+}
+
+// The logits' multiplier and soft-cap (Granite, Gemma 2) on f32 logits.
+TEST_P(RowOps, ScaleLogitsAgainstReference) {
+  std::mt19937 rng(15);
+  const BackendUnderTest& u = GetParam();
+  for (const auto& [scale, softcap] : {std::pair{0.25f, 0.0f}, std::pair{1.0f, 30.0f}, std::pair{2.0f, 5.0f}}) {
+    for (std::int64_t cols : {1, 9, 384}) {
+      const std::int64_t rows = 5;
+      auto x = random_floats(static_cast<std::size_t>(rows * cols), rng, 20.0f);
+      std::vector<float> want = x;
+      Tensor wh(want.data(), DType::F32, {rows, cols});
+      ReferenceBackend().scale_logits(wh, scale, softcap);
+      DeviceTensor xd(be(), DType::F32, {rows, cols}, 4);
+      xd.upload_floats(x);
+      be().scale_logits(*xd, scale, softcap);
+      const std::string what = fmt::format("scale {} softcap {} [{}, {}]", scale, softcap, rows, cols);
+      EXPECT_EQ(compare(xd.download_floats(), want, unit_scale(want), u.exact_elementwise ? 0.0 : u.float_ops, 0.0,
+                        what),
+                "");
+      xd.expect_guards_intact("scale_logits");
     }
   }
 }
