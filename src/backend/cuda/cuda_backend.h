@@ -83,6 +83,8 @@ class CudaBackend final : public Backend {
   void sample(const Tensor& logits, const SamplingBatch& batch) override;
 
  private:
+  // Makes device_ the calling thread's current device.
+  void bind() const;
   int kind_of(const Tensor& t) const;
   // Device scratch of at least `bytes`, kept between ops.
   void* scratch(std::size_t bytes);
