@@ -30,6 +30,8 @@ class ForwardingBackend : public Backend {
   void copy_to_device(const Tensor& dst, const void* src, std::size_t bytes) override;
   void copy_to_host(void* dst, const Tensor& src, std::size_t bytes) override;
   void synchronize() override { inner_->synchronize(); }
+  QueuePoint queue_point() override { return inner_->queue_point(); }
+  void wait_until(QueuePoint point) override { inner_->wait_until(point); }
   Buffer load_weight(Tensor& w) override { return inner_->load_weight(w); }
 
   void embedding(const Tensor& table, const Tensor& ids, Tensor& out) override;
