@@ -114,6 +114,8 @@ CudaBackend::~CudaBackend() {
   cudaStreamSynchronize(stream_);
   cublas_.reset();
   if (scratch_ != nullptr) cudaFree(scratch_);
+  for (CUevent_st* e : events_)
+    if (e != nullptr) cudaEventDestroy(e);
   cudaStreamDestroy(stream_);
 }
 
@@ -217,6 +219,25 @@ void CudaBackend::copy_to_host(void* dst, const Tensor& src, std::size_t bytes) 
 void CudaBackend::synchronize() {
   bind();
   wait("synchronize");
+}
+
+QueuePoint CudaBackend::queue_point() {
+  bind();
+  const QueuePoint point = ++last_point_;
+  CUevent_st*& e = events_[point % kQueueEvents];
+  if (e == nullptr) check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+  check(cudaEventRecord(e, stream_), "cudaEventRecord");
+  return point;
+}
+
+void CudaBackend::wait_until(QueuePoint point) {
+  if (point == 0) return;
+  bind();
+  const cudaError_t e = cudaEventSynchronize(events_[point % kQueueEvents]);
+  if (e != cudaSuccess)
+    fail("CUDA error while the GPU ran the queued ops (a queue point): {} ({}); the device context cannot be used "
+         "again, restart the process",
+         cudaGetErrorString(e), cudaGetErrorName(e));
 }
 
 Buffer CudaBackend::load_weight(Tensor& w) {
