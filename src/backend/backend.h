@@ -103,6 +103,9 @@ struct MatmulTarget {
   const Tensor* bias = nullptr;
 };
 
+// A place in a backend's queue of ops and copies (Backend::queue_point).
+using QueuePoint = std::uint64_t;
+
 // How a weight's bytes reach the device: progress(bytes done, bytes in all)
 // for large models.
 using LoadProgress = std::function<void(std::uint64_t done_bytes, std::uint64_t total_bytes)>;
@@ -130,13 +133,23 @@ class Backend {
   virtual Buffer allocate_host(std::size_t bytes) { return host_buffer(bytes); }
   // Copies bytes from host memory into dst. May return before the copy is
   // done when src lies in an allocate_host buffer; such a source must then
-  // stay unchanged until the next copy_to_host or synchronize.
+  // stay unchanged until the copy has run (wait_until its queue_point, or
+  // the next copy_to_host or synchronize). Any other source is read before
+  // the call returns.
   virtual void copy_to_device(const Tensor& dst, const void* src, std::size_t bytes) = 0;
   // Copies bytes of src into host memory, after every op queued before it:
   // the one point where a step waits for the device.
   virtual void copy_to_host(void* dst, const Tensor& src, std::size_t bytes) = 0;
   // Waits until every queued op and copy is done.
   virtual void synchronize() {}
+  // The place in the queue after every op and copy queued so far. Before the
+  // host writes staging again that a queued copy_to_device may still read,
+  // it waits until that copy's point (docs/architecture.md rule 8) - a wait for one
+  // copy, not for the whole queue. A backend that runs each call before it
+  // returns is always past every point.
+  virtual QueuePoint queue_point() { return 0; }
+  // Returns once everything queued before `point` has run.
+  virtual void wait_until(QueuePoint point) {}
 
   // Puts one weight on the device at model load, before any op sees it. w
   // comes as a view of host memory (the mapped model file, or a converted

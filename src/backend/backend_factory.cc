@@ -1,6 +1,7 @@
 #include "backend/backend_factory.h"
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/deferred/deferred_backend.h"
 #include "backend/reference/reference_backend.h"
 #include "backend/sealed/sealed_backend.h"
 #include "core/error.h"
@@ -40,6 +41,7 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& o) {
          name(o.activations));
   if (o.name == "cpu") return make_cpu(o);
   if (o.name == "sealed") return std::make_unique<SealedBackend>(make_cpu(o));
+  if (o.name == "deferred") return std::make_unique<DeferredBackend>(std::make_unique<SealedBackend>(make_cpu(o)));
   std::string names;
   for (const std::string& n : backend_names()) names += (names.empty() ? "" : ", ") + n;
   fail("unknown backend \"{}\" ({} are available)", o.name, names);
@@ -47,9 +49,9 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& o) {
 
 std::vector<std::string> backend_names() {
 #if FOLIO_CUDA
-  return {"reference", "cpu", "sealed", "cuda"};
+  return {"reference", "cpu", "sealed", "deferred", "cuda"};
 #else
-  return {"reference", "cpu", "sealed"};
+  return {"reference", "cpu", "sealed", "deferred"};
 #endif
 }
 

@@ -1,10 +1,12 @@
 // make_backend: the one place every backend is built, by name and options.
 // "reference" (scalar, single-threaded, written to be obviously right; its
-// activations f32, f16 or bf16), "cpu" (threaded SIMD) and "sealed" (the cpu
+// activations f32, f16 or bf16), "cpu" (threaded SIMD), "sealed" (the cpu
 // backend behind memory the host cannot read: a check, in tests and from the
-// command line, that nothing outside the backend reads device memory) and,
-// in a build with FOLIO_CUDA, "cuda" (one NVIDIA GPU; its activations f32 or
-// bf16).
+// command line, that nothing outside the backend reads device memory),
+// "deferred" (the sealed backend's calls run later, on a worker thread, in
+// stream order: a check that the host never rewrites what a queued copy
+// still reads) and, in a build with FOLIO_CUDA, "cuda" (one NVIDIA GPU; its
+// activations f32 or bf16).
 #pragma once
 
 #include <memory>
@@ -16,10 +18,10 @@
 namespace folio {
 
 struct BackendOptions {
-  std::string name = "cpu";        // reference, cpu, sealed or cuda
-  int num_threads = 0;             // cpu, sealed: 0 = one per hardware thread
-  std::string cpu_level;           // cpu, sealed: cap on the SIMD level (avx512_vnni, avx512, avx2, scalar)
-  std::string precision = "q8";    // cpu, sealed: matmul activations, q8 (fast) or f32 (accurate)
+  std::string name = "cpu";        // reference, cpu, sealed, deferred or cuda
+  int num_threads = 0;             // cpu, sealed, deferred: 0 = one per hardware thread
+  std::string cpu_level;           // cpu, sealed, deferred: cap on the SIMD level (avx512_vnni, avx512, avx2, scalar)
+  std::string precision = "q8";    // cpu, sealed, deferred: matmul activations, q8 (fast) or f32 (accurate)
   DType activations = DType::F32;  // reference: F32, F16 or BF16; cuda: F32 or BF16
   // cuda: one matmul kernel for every batch size, so that a row's bits never
   // depend on its batch (docs/architecture.md rule 9). false: products of more than 8

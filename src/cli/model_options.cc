@@ -24,7 +24,8 @@ void add_model_options(CLI::App* cmd, ModelOptions& o) {
   cmd->add_option("-t,--threads", b.num_threads, "CPU threads (default: one per hardware thread)");
   cmd->add_option("--backend", b.name,
                   "Backend: cpu, reference (scalar, the oracle), sealed (cpu behind memory the host cannot read: "
-                  "a check that nothing reads device memory), or cuda where folio was built with it")
+                  "a check that nothing reads device memory), deferred (sealed, its calls run later on a worker thread: a "
+                  "check that staging is not rewritten under a queued copy), or cuda where folio was built with it")
       ->check(CLI::IsMember(backend_names()));
   cmd->add_option("--load-format", o.session.load_format,
                   "auto (read the model) or dummy: random weights of the preset -m names (see --dummy-weights)")

@@ -88,8 +88,11 @@ Engine::Engine(std::shared_ptr<ModelSession> session, const EngineConfig& config
   runner.pad_to_buckets = config_.pad_to_buckets;
   runner.max_model_len = config_.max_model_len;
   runner_ = std::make_unique<ModelRunner>(*session_->backend, *session_->loaded.model, *kv_storage_, runner);
-  stats_.kv_bytes = kv_storage_->total_bytes();
-  update_stats();  // the pool's size is known before the first step (GET /metrics)
+  {
+    std::lock_guard lock(stats_mutex_);
+    stats_.kv_bytes = kv_storage_->total_bytes();
+    refresh_gauges();  // the pool's size is known before the first step (GET /metrics)
+  }
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -171,10 +174,13 @@ void Engine::loop() {
       for (const auto& [rid, r] : requests_) all.push_back(rid);
       for (RequestId rid : all) finish_request(rid, FinishReason::kAbort);
     }
+    // Aborted and refused requests hear so now, not after the step.
+    if (!outbox_.empty()) publish();
     if (stopping) {
       std::vector<RequestId> all;
       for (const auto& [rid, r] : requests_) all.push_back(rid);
       for (RequestId rid : all) finish_request(rid, FinishReason::kAbort);
+      publish();
       return;
     }
     step();
@@ -182,7 +188,6 @@ void Engine::loop() {
       std::vector<KvEvent> events = kv_->take_events();
       if (!events.empty()) config_.kv_events->publish(std::move(events));
     }
-    update_stats();
   }
 }
 
@@ -204,16 +209,11 @@ void Engine::admit(RequestId id, RequestEntry state) {
     RequestOutput out;
     out.finished = true;
     out.error = e.what();
-    state.stream->push(std::move(out));
-    std::lock_guard lock(mutex_);
-    --num_queued_;
-    idle_.notify_all();
+    outbox_.emplace_back(state.stream, std::move(out));
+    ++num_finished_in_outbox_;
     return;
   }
-  {
-    std::lock_guard lock(stats_mutex_);
-    stats_.prompt_tokens += static_cast<std::int64_t>(req.prompt.size());
-  }
+  counts_.prompt_tokens += static_cast<std::int64_t>(req.prompt.size());
   for (int i = 0; i < n; ++i) owners_.emplace(state.sequence_ids[static_cast<std::size_t>(i)], SequenceOwner{id, i});
   requests_.emplace(id, std::move(state));
 }
@@ -307,20 +307,17 @@ std::span<const std::uint32_t> Engine::host_masks(Sequence& seq, std::span<const
 }
 
 void Engine::time_masks(Clock::time_point start, std::size_t num_masks) {
-  const double s = seconds(Clock::now() - start);
-  std::lock_guard lock(stats_mutex_);
-  stats_.constraint_masks += static_cast<std::int64_t>(num_masks);
-  stats_.constraint_mask_seconds += s;
+  counts_.constraint_masks += static_cast<std::int64_t>(num_masks);
+  counts_.constraint_mask_seconds += seconds(Clock::now() - start);
 }
 
 void Engine::count_speculation(ScheduledSequence& q, int num_accepted) {
   q.num_rejected = q.num_draft_tokens - num_accepted;
   proposer_->accepted(q.id, num_accepted);
   speculation_->verified(q.id, q.num_draft_tokens, num_accepted);
-  std::lock_guard lock(stats_mutex_);
-  stats_.spec_proposed_tokens += q.num_draft_tokens;
-  stats_.spec_accepted_tokens += num_accepted;
-  ++stats_.spec_steps;
+  counts_.spec_proposed_tokens += q.num_draft_tokens;
+  counts_.spec_accepted_tokens += num_accepted;
+  ++counts_.spec_steps;
 }
 
 void Engine::forget_speculation(SequenceId id) {
@@ -329,46 +326,67 @@ void Engine::forget_speculation(SequenceId id) {
   speculation_->release(id);
 }
 
+// One step, phase by phase.
 void Engine::step() {
   const auto start = Clock::now();
   if (proposer_) propose_drafts();
-  StepPlan plan = scheduler_->schedule();
-  for (SequenceId id : plan.preempted) forget_speculation(id);
+  StepPlan plan = schedule();
   if (plan.empty()) {
     if (proposer_) speculation_->step_done(0.0, /*decode_only=*/false);
+    publish();
     return;
   }
+  copy_forked_blocks(plan);
+  const StepInputs& in = prepare_inputs(plan);
+  const StepSamples samples = runner_->execute(in.chunks, sampling_);
+  const float* host_logits = logits_on_host(plan);
+  const std::vector<std::vector<SampledToken>> chosen = choose_tokens(plan, samples, host_logits);
+  complete(plan);
+  fork_completions(plan, host_logits);
+  emit(plan, chosen);
+  publish();
+  // What this step's choice of proposals cost: only steps that fed no prompt
+  // are alike enough to compare.
+  if (proposer_) speculation_->step_done(seconds(Clock::now() - start), in.decode_only, in.prompt_tokens_run);
+}
+
+StepPlan Engine::schedule() {
+  StepPlan plan = scheduler_->schedule();
+  for (SequenceId id : plan.preempted) forget_speculation(id);
   const auto now = Clock::now();
   for (const ScheduledSequence& q : plan.sequences) {
     RequestEntry& r = requests_.at(request_of(q.id));
-    if (!r.scheduled && index_of(q.id) == 0) {
-      r.scheduled = true;
-      r.first_scheduled = now;
-      r.usage.cached_tokens = std::max(0, scheduler_->find(q.id)->num_cached_tokens);
-      std::lock_guard lock(stats_mutex_);
-      stats_.queue_time.observe(seconds(now - r.arrival));
-    }
+    if (r.scheduled || index_of(q.id) != 0) continue;
+    r.scheduled = true;
+    r.first_scheduled = now;
+    r.usage.cached_tokens = std::max(0, scheduler_->find(q.id)->num_cached_tokens);
+    counts_.queue_time.push_back(seconds(now - r.arrival));
   }
-  if (!plan.block_copies.empty()) {
-    std::vector<std::pair<std::int32_t, std::int32_t>> pairs;
-    for (const BlockCopy& c : plan.block_copies) pairs.emplace_back(c.src, c.dst);
-    for (PagedKv& layer : kv_storage_->layers()) session_->backend->copy_blocks(layer, pairs);
-  }
+  return plan;
+}
 
-  // Each sequence's chunk, and the sampling rows of those that sample, in
-  // chunk order: row i of a speculating sequence verifies its i-th proposal.
-  std::vector<SequenceChunk> chunks;
-  chunks.reserve(plan.sequences.size());
-  std::vector<std::int32_t> first_logits(plan.sequences.size(), -1);
-  std::vector<std::size_t> first_row(plan.sequences.size(), 0);
+void Engine::copy_forked_blocks(const StepPlan& plan) {
+  if (plan.block_copies.empty()) return;
+  std::vector<std::pair<std::int32_t, std::int32_t>> pairs;
+  for (const BlockCopy& c : plan.block_copies) pairs.emplace_back(c.src, c.dst);
+  for (PagedKv& layer : kv_storage_->layers()) session_->backend->copy_blocks(layer, pairs);
+}
+
+// Row i of a speculating sequence verifies its i-th proposal.
+const Engine::StepInputs& Engine::prepare_inputs(const StepPlan& plan) {
+  StepInputs& in = inputs_;
+  const std::size_t n = plan.sequences.size();
+  in.chunks.clear();
+  in.first_logits.assign(n, -1);
+  in.first_row.assign(n, 0);
+  in.prompt_rows.clear();
+  in.prompt_tokens_run = 0;
+  in.decode_only = plan.preempted.empty();
   sampling_.clear();
   std::int32_t logits_row = 0;
-  std::vector<std::pair<std::size_t, std::int32_t>> prompt_rows;  // prompt_logprobs: (sequence, first row)
-  std::int64_t prompt_tokens_run = 0;
-  bool decode_only = plan.preempted.empty();  // every sequence feeds its last token and any proposals
-  for (std::size_t i = 0; i < plan.sequences.size(); ++i) {
+  for (std::size_t i = 0; i < n; ++i) {
     const ScheduledSequence& q = plan.sequences[i];
-    decode_only = decode_only && q.sample && q.num_new_tokens == q.num_draft_tokens + 1;
+    in.decode_only = in.decode_only && q.sample && q.num_new_tokens == q.num_draft_tokens + 1;
     const SequenceState* s = scheduler_->find(q.id);
     SequenceChunk c;
     c.tokens = std::span<const TokenId>(s->tokens).subspan(static_cast<std::size_t>(q.num_computed_tokens),
@@ -377,48 +395,53 @@ void Engine::step() {
     c.block_table = &kv_->block_table(q.id);
     // prompt_logprobs: a row for every fed token, the sampling row last.
     c.num_logits = q.prompt_logits ? q.num_new_tokens : q.sample ? q.num_draft_tokens + 1 : 0;
-    chunks.push_back(c);
-    prompt_tokens_run += std::max(0, std::min(s->num_prompt_tokens, q.num_computed_tokens + q.num_new_tokens) -
-                                         q.num_computed_tokens);
-    if (q.prompt_logits) prompt_rows.emplace_back(i, logits_row);
+    in.chunks.push_back(c);
+    in.prompt_tokens_run += std::max(0, std::min(s->num_prompt_tokens, q.num_computed_tokens + q.num_new_tokens) -
+                                            q.num_computed_tokens);
+    if (q.prompt_logits) in.prompt_rows.emplace_back(i, logits_row);
     logits_row += static_cast<std::int32_t>(c.num_logits);
     if (!q.sample) continue;
-    first_logits[i] = logits_row - (q.num_draft_tokens + 1);
+    in.first_logits[i] = logits_row - (q.num_draft_tokens + 1);
     if (config_.host_sampling) continue;
     Sequence& seq = sequence(q.id);
     const auto draft = std::span<const TokenId>(s->tokens).subspan(static_cast<std::size_t>(q.num_computed_tokens + 1),
                                                                     static_cast<std::size_t>(q.num_draft_tokens));
-    first_row[i] = add_sampling_rows(sampling_, first_logits[i], seq.params(), seq.prompt_counts(),
-                                     seq.output_counts(), seq.rng(), draft, adjustment_scratch_);
-    attach_masks(seq, draft, first_row[i]);
+    in.first_row[i] = add_sampling_rows(sampling_, in.first_logits[i], seq.params(), seq.prompt_counts(),
+                                        seq.output_counts(), seq.rng(), draft, adjustment_scratch_);
+    attach_masks(seq, draft, in.first_row[i]);
   }
-  const StepSamples samples = runner_->execute(chunks, sampling_);
-  const float* host = nullptr;
-  if (config_.host_sampling || !prompt_rows.empty()) {
-    runner_->logits_to_host(host_logits_);
-    if (config_.host_sampling) host = host_logits_.data();
-  }
-  const std::int64_t V = session_->config().vocab_size;
-  for (const auto& [i, row] : prompt_rows) collect_prompt_logprobs(plan.sequences[i], host_logits_.data() + row * V);
+  return in;
+}
 
-  // Choose every sampled sequence's tokens (verifying proposals) before
-  // complete_step, which rolls rejected proposals back.
+const float* Engine::logits_on_host(const StepPlan& plan) {
+  if (!config_.host_sampling && inputs_.prompt_rows.empty()) return nullptr;
+  runner_->logits_to_host(host_logits_);
+  const std::int64_t V = session_->config().vocab_size;
+  for (const auto& [i, row] : inputs_.prompt_rows)
+    collect_prompt_logprobs(plan.sequences[i], host_logits_.data() + row * V);
+  return config_.host_sampling ? host_logits_.data() : nullptr;
+}
+
+std::vector<std::vector<SampledToken>> Engine::choose_tokens(StepPlan& plan, const StepSamples& samples,
+                                                             const float* host_logits) {
+  const std::int64_t V = session_->config().vocab_size;
   std::vector<std::vector<SampledToken>> chosen(plan.sequences.size());
   for (std::size_t i = 0; i < plan.sequences.size(); ++i) {
     ScheduledSequence& q = plan.sequences[i];
     if (!q.sample) continue;
-    chosen[i] = host != nullptr ? choose_tokens_on_host(q, host + first_logits[i] * V)
-                                : read_tokens(q, samples, first_row[i]);
+    chosen[i] = host_logits != nullptr ? choose_tokens_on_host(q, host_logits + inputs_.first_logits[i] * V)
+                                       : read_tokens(q, samples, inputs_.first_row[i]);
   }
-  scheduler_->complete_step(plan);
-  {
-    std::lock_guard lock(stats_mutex_);
-    stats_.computed_prompt_tokens += prompt_tokens_run;
-    ++stats_.num_steps;
-  }
+  return chosen;
+}
 
-  // n > 1: the other completions share the prompt just computed and sample
-  // their first token from the same logits.
+void Engine::complete(const StepPlan& plan) {
+  scheduler_->complete_step(plan);
+  counts_.computed_prompt_tokens += inputs_.prompt_tokens_run;
+  ++counts_.num_steps;
+}
+
+void Engine::fork_completions(const StepPlan& plan, const float* host_logits) {
   std::vector<std::pair<std::size_t, std::int32_t>> parents;
   for (std::size_t i = 0; i < plan.sequences.size(); ++i) {
     const ScheduledSequence& q = plan.sequences[i];
@@ -426,36 +449,9 @@ void Engine::step() {
     RequestEntry& r = requests_.at(request_of(q.id));
     if (r.forked) continue;
     r.forked = true;
-    if (r.completions.size() > 1) parents.emplace_back(i, first_logits[i]);
+    if (r.completions.size() > 1) parents.emplace_back(i, inputs_.first_logits[i]);
   }
-  if (!parents.empty()) sample_forks(parents, plan, host);
-
-  for (std::size_t i = 0; i < plan.sequences.size(); ++i) {
-    const ScheduledSequence& q = plan.sequences[i];
-    if (!q.sample) continue;
-    emit_tokens(request_of(q.id), index_of(q.id), chosen[i], q.num_draft_tokens > 0);
-  }
-  const auto done = Clock::now();
-  for (RequestId rid : touched_) {
-    auto it = requests_.find(rid);
-    if (it == requests_.end()) continue;
-    RequestEntry& r = it->second;
-    {
-      std::lock_guard lock(stats_mutex_);
-      if (r.first_token == Clock::time_point{}) {
-        r.first_token = done;
-        stats_.time_to_first_token.observe(seconds(done - r.arrival));
-      } else {
-        stats_.inter_token_latency.observe(seconds(done - r.last_token));
-      }
-    }
-    r.last_token = done;
-    publish(rid, r);
-  }
-  touched_.clear();
-  // What this step's choice of proposals cost: only steps that fed no prompt
-  // are alike enough to compare.
-  if (proposer_) speculation_->step_done(seconds(Clock::now() - start), decode_only, prompt_tokens_run);
+  if (!parents.empty()) sample_forks(parents, plan, host_logits);
 }
 
 void Engine::sample_forks(const std::vector<std::pair<std::size_t, std::int32_t>>& parents, const StepPlan& plan,
@@ -514,10 +510,7 @@ void Engine::emit_tokens(RequestId rid, int index, std::span<const SampledToken>
       seq.finish(FinishReason::kLength);
       done = true;
     }
-    {
-      std::lock_guard lock(stats_mutex_);
-      ++stats_.generation_tokens;
-    }
+    ++counts_.generation_tokens;
     if (done) {
       scheduler_->finish(sid);
       forget_speculation(sid);
@@ -540,7 +533,7 @@ void Engine::finish_request(RequestId id, FinishReason reason) {
       ++r.num_finished;
     }
   }
-  publish(id, r);
+  queue_output(id, r);
 }
 
 void Engine::collect_prompt_logprobs(const ScheduledSequence& q, const float* logits) {
@@ -564,7 +557,33 @@ void Engine::collect_prompt_logprobs(const ScheduledSequence& q, const float* lo
   }
 }
 
-void Engine::publish(RequestId id, RequestEntry& r) {
+void Engine::emit(const StepPlan& plan, const std::vector<std::vector<SampledToken>>& chosen) {
+  for (std::size_t i = 0; i < plan.sequences.size(); ++i) {
+    const ScheduledSequence& q = plan.sequences[i];
+    if (q.sample) emit_tokens(request_of(q.id), index_of(q.id), chosen[i], q.num_draft_tokens > 0);
+  }
+  queue_touched_outputs();
+}
+
+void Engine::queue_touched_outputs() {
+  const auto done = Clock::now();
+  for (RequestId rid : touched_) {
+    auto it = requests_.find(rid);
+    if (it == requests_.end()) continue;
+    RequestEntry& r = it->second;
+    if (r.first_token == Clock::time_point{}) {
+      r.first_token = done;
+      counts_.time_to_first_token.push_back(seconds(done - r.arrival));
+    } else {
+      counts_.inter_token_latency.push_back(seconds(done - r.last_token));
+    }
+    r.last_token = done;
+    queue_output(rid, r);
+  }
+  touched_.clear();
+}
+
+void Engine::queue_output(RequestId id, RequestEntry& r) {
   RequestOutput out;
   int completion_tokens = 0;
   for (auto& c : r.completions) {
@@ -580,22 +599,34 @@ void Engine::publish(RequestId id, RequestEntry& r) {
   }
   const bool finished = r.num_finished == static_cast<int>(r.completions.size());
   out.finished = finished;
-  r.stream->push(std::move(out));
+  outbox_.emplace_back(r.stream, std::move(out));
   if (!finished) return;
-  {
-    std::lock_guard lock(stats_mutex_);
-    stats_.e2e_latency.observe(seconds(Clock::now() - r.arrival));
-    ++stats_.num_requests_finished;
-  }
+  counts_.e2e_latency.push_back(seconds(Clock::now() - r.arrival));
+  ++counts_.num_requests_finished;
+  ++num_finished_in_outbox_;
   for (SequenceId s : r.sequence_ids) owners_.erase(s);
   requests_.erase(id);
+}
+
+// The stats go first, so that a client that has its last output finds them
+// counted; the queue count last, so that drain() returns only once every
+// stream has its final output.
+void Engine::publish() {
+  {
+    std::lock_guard lock(stats_mutex_);
+    counts_.move_into(stats_);
+    refresh_gauges();
+  }
+  for (auto& [stream, out] : outbox_) stream->push(std::move(out));
+  outbox_.clear();
+  if (num_finished_in_outbox_ == 0) return;
   std::lock_guard lock(mutex_);
-  --num_queued_;
+  num_queued_ -= num_finished_in_outbox_;
+  num_finished_in_outbox_ = 0;
   idle_.notify_all();
 }
 
-void Engine::update_stats() {
-  std::lock_guard lock(stats_mutex_);
+void Engine::refresh_gauges() {
   stats_.num_running = scheduler_->num_running();
   stats_.num_waiting = scheduler_->num_waiting();
   stats_.kv = kv_->usage();

@@ -1,7 +1,9 @@
 // Engine: serves many requests at once with one forward pass per step. It
 // owns its loop on its own thread; submit() and abort() are thread-safe and
-// each request gets a RequestStream of outputs. Each step: schedule, run the
-// model once over every scheduled sequence, sample, detokenize, stream.
+// each request gets a RequestStream of outputs. Each step: propose, schedule,
+// prepare the runner's inputs, run the model once over every scheduled
+// sequence, choose tokens, complete, emit, then publish - the stats under
+// one lock and each touched request's output to its stream.
 #pragma once
 
 #include <atomic>
@@ -16,7 +18,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "core/histogram.h"
+#include "engine/engine_stats.h"
 #include "engine/model_runner.h"
 #include "engine/model_session.h"
 #include "engine/kv_event_sink.h"
@@ -71,36 +73,6 @@ class EngineError : public Error {
   Kind kind_;
 };
 
-struct EngineStats {
-  int num_running = 0;
-  int num_waiting = 0;
-  KvUsage kv;
-  PrefixCacheStats prefix_cache;
-  std::int64_t num_preemptions = 0;
-  std::int64_t prompt_tokens = 0;       // prompt tokens of finished and running requests
-  std::int64_t computed_prompt_tokens = 0;  // prompt tokens actually run through the model
-  std::int64_t generation_tokens = 0;
-  std::int64_t num_requests_finished = 0;
-  std::int64_t num_steps = 0;
-  std::uint64_t kv_bytes = 0;
-  // KV slots of used blocks summed over steps, and those holding no token:
-  // their ratio is the paging waste averaged over the run.
-  std::int64_t kv_slot_steps = 0;
-  std::int64_t kv_empty_slot_steps = 0;
-  // Speculative decoding: proposals made and accepted, and the decode steps
-  // of sequences that speculated (each emits accepted + 1 tokens).
-  std::int64_t spec_proposed_tokens = 0;
-  std::int64_t spec_accepted_tokens = 0;
-  std::int64_t spec_steps = 0;
-  // Structured outputs: token masks computed on the host, and the time spent.
-  std::int64_t constraint_masks = 0;
-  double constraint_mask_seconds = 0.0;
-  Histogram time_to_first_token{{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}};
-  Histogram inter_token_latency{{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}};
-  Histogram e2e_latency{{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}};
-  Histogram queue_time{{0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}};
-};
-
 class Engine {
  public:
   Engine(std::shared_ptr<ModelSession> session, const EngineConfig& config);
@@ -150,10 +122,39 @@ class Engine {
     bool prompt_logprobs_sent = false;
   };
 
+  // One step's inputs as the runner takes them (its sampling rows are in
+  // sampling_), and where each scheduled sequence's rows are.
+  struct StepInputs {
+    std::vector<SequenceChunk> chunks;       // [sequences]
+    std::vector<std::int32_t> first_logits;  // [sequences] a sampled sequence's first logits row; -1 if none
+    std::vector<std::size_t> first_row;      // [sequences] its first sampling row
+    std::vector<std::pair<std::size_t, std::int32_t>> prompt_rows;  // prompt_logprobs: (sequence, first logits row)
+    std::int64_t prompt_tokens_run = 0;      // prompt tokens fed this step
+    bool decode_only = true;                 // every sequence feeds its last token and any proposals
+  };
+
   void loop();
   void admit(RequestId id, RequestEntry entry);
   void step();
   void propose_drafts();
+  // The scheduler's plan, with preempted sequences forgotten by speculation
+  // and first-scheduled requests timed.
+  StepPlan schedule();
+  // Copy-on-write of forked partial blocks, before the forward pass reads them.
+  void copy_forked_blocks(const StepPlan& plan);
+  // Each sequence's chunk and logits rows, and the sampling rows (with token
+  // masks) of those that sample on the device, in chunk order.
+  const StepInputs& prepare_inputs(const StepPlan& plan);
+  // The step's logits on the host when host sampling or prompt_logprobs need
+  // them (prompt_logprobs collected here); null when host sampling is off.
+  const float* logits_on_host(const StepPlan& plan);
+  // Every sampled sequence's tokens (verifying proposals), before
+  // complete_step rolls rejected proposals back.
+  std::vector<std::vector<SampledToken>> choose_tokens(StepPlan& plan, const StepSamples& samples,
+                                                       const float* host_logits);
+  // The scheduler takes the step's tokens (and rolls rejected proposals
+  // back); the step is counted.
+  void complete(const StepPlan& plan);
   // The tokens chosen for a sampled sequence this step: one sampled token, or
   // accepted proposals plus one; sets num_rejected of a speculating entry.
   // From the device's samples (first_row: the sequence's first sampling
@@ -163,11 +164,18 @@ class Engine {
   void count_speculation(ScheduledSequence& q, int num_accepted);
   // The sequence finished or was preempted: the proposer and the controller forget it.
   void forget_speculation(SequenceId id);
-  // The first tokens of the forked completions of n > 1 requests whose
-  // prompt this step finished, sampled from the parent's logits row.
+  // n > 1: the other completions of requests whose prompt this step
+  // finished share it, and sample their first token from the same logits.
+  void fork_completions(const StepPlan& plan, const float* host_logits);
   void sample_forks(const std::vector<std::pair<std::size_t, std::int32_t>>& parents, const StepPlan& plan,
                     const float* host_logits);
+  // Each sampled sequence's chosen tokens to its Sequence (stop strings,
+  // detokenizing), then the outputs of every request that got tokens.
+  void emit(const StepPlan& plan, const std::vector<std::vector<SampledToken>>& chosen);
   void emit_tokens(RequestId request_id, int index, std::span<const SampledToken> tokens, bool speculated);
+  // The outputs of the requests that got tokens this step, with their time
+  // to first token or between tokens.
+  void queue_touched_outputs();
   // prompt_logprobs of the prompt tokens a chunk's logits rows predict
   // (logits: its first row on the host).
   void collect_prompt_logprobs(const ScheduledSequence& q, const float* logits);
@@ -178,9 +186,15 @@ class Engine {
   std::span<const std::uint32_t> host_masks(Sequence& seq, std::span<const TokenId> draft);
   void time_masks(std::chrono::steady_clock::time_point start, std::size_t num_masks);
   void finish_request(RequestId id, FinishReason reason);
-  void publish(RequestId id, RequestEntry& r);
-  void update_stats();
-  void copy_block_map();  // from update_stats, under stats_mutex_
+  // The request's output so far into the outbox; a finished request leaves
+  // the engine's records.
+  void queue_output(RequestId id, RequestEntry& r);
+  // The end of each turn of the loop: the stats (counts and gauges) under
+  // one lock, then the outbox to the streams, then the finished requests
+  // leave the queue count.
+  void publish();
+  void refresh_gauges();  // under stats_mutex_
+  void copy_block_map();  // under stats_mutex_
 
   // Which request and completion a sequence is, and back.
   struct SequenceOwner {
@@ -207,6 +221,7 @@ class Engine {
   std::unique_ptr<Proposer> proposer_;
   std::unique_ptr<SpeculationController> speculation_;  // with proposer_
   std::vector<float> verify_scratch_;
+  StepInputs inputs_;
   SamplingRequest sampling_;
   std::vector<LogitAdjustment> adjustment_scratch_;
   std::vector<float> host_logits_;
@@ -215,7 +230,10 @@ class Engine {
   // Engine-thread state.
   std::unordered_map<RequestId, RequestEntry> requests_;
   std::unordered_map<SequenceId, SequenceOwner> owners_;
-  std::unordered_set<RequestId> touched_;
+  std::unordered_set<RequestId> touched_;  // got tokens this step
+  StepCounts counts_;                      // since the last publish
+  std::vector<std::pair<std::shared_ptr<RequestStream>, RequestOutput>> outbox_;
+  int num_finished_in_outbox_ = 0;
   std::uint64_t unseeded_counter_ = 0;
   SequenceId next_sequence_id_ = 1;
 

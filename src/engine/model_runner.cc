@@ -68,7 +68,7 @@ ModelRunner::ModelRunner(Backend& backend, Model& model, KvStorage& kv, const Ru
   layout_.rows = take(static_cast<std::size_t>(max_rows_) * sizeof(SamplingRowParams));
   layout_.block_tables = take(ints(max_seqs_ * max_blocks_per_seq_));
   layout_.bytes = at;
-  staging_ = backend_.allocate_host(layout_.bytes);
+  for (Staging& st : staging_) st.meta = backend_.allocate_host(layout_.bytes);
   device_meta_ = backend_.allocate(layout_.bytes);
   const std::size_t result_bytes = static_cast<std::size_t>(max_rows_) * (sizeof(SampleResult) + sizeof(LogprobResult));
   device_results_ = backend_.allocate(result_bytes);
@@ -88,8 +88,16 @@ std::int64_t ModelRunner::padded_num_tokens(std::int64_t n) const {
   return std::max(n, std::min(p, max_tokens_));
 }
 
+ModelRunner::Staging& ModelRunner::next_staging() {
+  slot_ = (slot_ + 1) % staging_.size();
+  Staging& st = staging_[slot_];
+  backend_.wait_until(st.uploaded);
+  return st;
+}
+
 StepSamples ModelRunner::execute(std::span<const SequenceChunk> chunks, const SamplingRequest& sampling) {
-  auto* base = static_cast<std::uint8_t*>(staging_.data());
+  Staging& st = next_staging();
+  auto* base = static_cast<std::uint8_t*>(st.meta.data());
   auto* token_ids = reinterpret_cast<std::int32_t*>(base + layout_.token_ids);
   auto* positions = reinterpret_cast<std::int32_t*>(base + layout_.positions);
   auto* slots = reinterpret_cast<std::int32_t*>(base + layout_.slots);
@@ -150,10 +158,11 @@ StepSamples ModelRunner::execute(std::span<const SequenceChunk> chunks, const Sa
     max_seq_len = std::max<std::int64_t>(max_seq_len, 1);
     max_query_len = std::max<std::int64_t>(max_query_len, 1);
   }
-  stage_sampling(sampling);
+  stage_sampling(st, sampling);
   // One copy carries the step: everything up to the last used block table row.
   const std::size_t used = layout_.block_tables + static_cast<std::size_t>(padded_seqs * stride) * sizeof(std::int32_t);
-  backend_.copy_to_device(device_meta_.view(DType::I8, {static_cast<std::int64_t>(used)}), staging_.data(), used);
+  backend_.copy_to_device(device_meta_.view(DType::I8, {static_cast<std::int64_t>(used)}), st.meta.data(), used);
+  st.uploaded = backend_.queue_point();
 
   auto ints = [this](std::size_t offset, std::int64_t n) {
     return device_meta_.view(DType::I32, {n}, offset);
@@ -181,35 +190,36 @@ StepSamples ModelRunner::execute(std::span<const SequenceChunk> chunks, const Sa
 
 StepSamples ModelRunner::sample(const SamplingRequest& sampling) {
   if (sampling.rows.empty()) return {};
-  stage_sampling(sampling);
+  Staging& st = next_staging();
+  stage_sampling(st, sampling);
   const std::size_t bytes = sampling.rows.size() * sizeof(SamplingRowParams);
   backend_.copy_to_device(device_meta_.view(DType::I8, {static_cast<std::int64_t>(bytes)}, layout_.rows),
-                          static_cast<std::uint8_t*>(staging_.data()) + layout_.rows, bytes);
+                          static_cast<std::uint8_t*>(st.meta.data()) + layout_.rows, bytes);
+  st.uploaded = backend_.queue_point();
   return run_sampling(sampling);
 }
 
 // The rows into the staging (execute's one copy carries them; sample()
 // copies them apart) and the adjustments into their own buffers, copied now.
-void ModelRunner::stage_sampling(const SamplingRequest& sampling) {
+void ModelRunner::stage_sampling(Staging& st, const SamplingRequest& sampling) {
   const auto R = static_cast<std::int64_t>(sampling.rows.size());
   if (R > max_rows_) fail("a step samples {} rows; the runner holds {}", R, max_rows_);
   if (R > 0)
-    std::memcpy(static_cast<std::uint8_t*>(staging_.data()) + layout_.rows, sampling.rows.data(),
+    std::memcpy(static_cast<std::uint8_t*>(st.meta.data()) + layout_.rows, sampling.rows.data(),
                 static_cast<std::size_t>(R) * sizeof(SamplingRowParams));
-  stage(sampling.adjustments.data(), sampling.adjustments.size() * sizeof(LogitAdjustment), staging_adjustments_,
+  stage(sampling.adjustments.data(), sampling.adjustments.size() * sizeof(LogitAdjustment), st.adjustments,
         device_adjustments_);
-  stage(sampling.masks.data(), sampling.masks.size() * sizeof(std::uint32_t), staging_masks_, device_masks_);
+  stage(sampling.masks.data(), sampling.masks.size() * sizeof(std::uint32_t), st.masks, device_masks_);
 }
 
-// Copies bytes to the device through pinned staging, growing both buffers
-// to fit; nothing when there are none.
+// Copies bytes to the device through pinned staging, growing either buffer
+// to fit; nothing when there are none. The device buffer is only read by
+// sampling, and a step that samples ends waiting for the device, so none of
+// its readers is still queued when it grows.
 void ModelRunner::stage(const void* data, std::size_t bytes, Buffer& staging, Buffer& device) {
   if (bytes == 0) return;
-  if (bytes > staging.size()) {
-    const std::size_t size = std::max(bytes, 2 * staging.size());
-    staging = backend_.allocate_host(size);
-    device = backend_.allocate(size);
-  }
+  if (bytes > staging.size()) staging = backend_.allocate_host(std::max(bytes, 2 * staging.size()));
+  if (bytes > device.size()) device = backend_.allocate(std::max(bytes, 2 * device.size()));
   std::memcpy(staging.data(), data, bytes);
   backend_.copy_to_device(device.view(DType::I8, {static_cast<std::int64_t>(bytes)}), staging.data(), bytes);
 }

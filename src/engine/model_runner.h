@@ -4,14 +4,17 @@
 // over it (docs/architecture.md rule 4) and samples the rows the step asks for on the
 // device. What crosses: one upload of the step's metadata and sampling
 // records from pinned staging, and one download of the sampled tokens (plus
-// the logprobs asked for) - the step's only synchronisation point. Its
-// device buffers are allocated once, with fixed offsets and a fixed block
-// table stride; with pad_to_buckets a step's token count is rounded up to a
-// few fixed sizes (padding tokens are sequences of their own that write no
-// cache slot and change no output), so that a decode step's shapes repeat
-// and a CUDA graph could replay them.
+// the logprobs asked for) - the step's only synchronisation point. A step
+// that samples nothing does not wait, so staging comes in two slots used in
+// turn, and a slot is written only once the copy that last read it has run
+// (docs/architecture.md rule 8). Its device buffers are allocated once, with fixed
+// offsets and a fixed block table stride; with pad_to_buckets a step's token
+// count is rounded up to a few fixed sizes (padding tokens are sequences of
+// their own that write no cache slot and change no output), so that a
+// decode step's shapes repeat and a CUDA graph could replay them.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -93,7 +96,18 @@ class ModelRunner {
   std::int64_t padded_num_tokens(std::int64_t n) const;
 
  private:
-  void stage_sampling(const SamplingRequest& sampling);
+  // Pinned staging of one step: its metadata and sampling records (at the
+  // offsets of Layout), adjustments and token masks, and the queue's point
+  // after the copies that read it last.
+  struct Staging {
+    Buffer meta;
+    Buffer adjustments;  // grows with the largest step's adjustments
+    Buffer masks;        // grows with the largest step's token masks
+    QueuePoint uploaded = 0;
+  };
+  // The next slot of staging, once the copies that last read it have run.
+  Staging& next_staging();
+  void stage_sampling(Staging& staging, const SamplingRequest& sampling);
   void stage(const void* data, std::size_t bytes, Buffer& staging, Buffer& device);
   StepSamples run_sampling(const SamplingRequest& sampling);
 
@@ -116,13 +130,12 @@ class ModelRunner {
     std::size_t token_ids, positions, slots, logit_rows, query_start, seq_lens, rows, block_tables, bytes;
   };
   Layout layout_{};
-  Buffer staging_;
+  std::array<Staging, 2> staging_;
+  std::size_t slot_ = 0;  // the slot the last step used
   Buffer device_meta_;
-  Buffer device_results_;       // a step's SampleResults, then its LogprobResults
-  Buffer host_results_;         // the same, pinned
-  Buffer staging_adjustments_;  // grows with the largest step's adjustments
+  Buffer device_results_;  // a step's SampleResults, then its LogprobResults
+  Buffer host_results_;    // the same, pinned
   Buffer device_adjustments_;
-  Buffer staging_masks_;        // grows with the largest step's token masks
   Buffer device_masks_;
   std::vector<SlotId> slot_scratch_;
   Tensor logits_;

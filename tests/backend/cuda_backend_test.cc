@@ -29,8 +29,13 @@ TEST(CudaBackend, IsUsableHere) {
   EXPECT_EQ(back, std::vector<std::int32_t>(16, 0));
   Buffer host = be->allocate_host(32);
   EXPECT_EQ(host.device(), Device::kCpu);
+  // One op runs and gives its result.
+  DeviceTensor x(*be, DType::F32, {2, 4});
+  x.upload_floats({1, 2, 3, 4, 5, 6, 7, 8});
+  be->scale(*x, 2.0f);
+  EXPECT_EQ(x.download_floats(), (std::vector<float>{2, 4, 6, 8, 10, 12, 14, 16}));
   // A problem found in device data is thrown at the next sync, once.
-  DeviceTensor rows(*be, DType::I32, {1}), x(*be, DType::F32, {2, 4}), out(*be, DType::F32, {1, 4});
+  DeviceTensor rows(*be, DType::I32, {1}), out(*be, DType::F32, {1, 4});
   rows.upload_values(std::vector<std::int32_t>{7});
   be->gather_rows(*x, *rows, *out);
   EXPECT_THROW(be->synchronize(), Error);

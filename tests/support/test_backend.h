@@ -1,8 +1,10 @@
 // The backend the model-level tests (tests/engine) run on: FOLIO_TEST_BACKEND
 // names it (cpu by default; CTest runs the engine tests a second time on
 // "sealed", whose memory the host cannot read, which proves that nothing
-// outside the backend reads device memory; FOLIO_TEST_BACKEND=cuda runs them
-// on the GPU, FOLIO_TEST_ACTIVATIONS=bf16 in bf16 activations).
+// outside the backend reads device memory, and a third time on "deferred",
+// whose calls run later on a worker thread, which proves that the host does
+// not rewrite what a queued copy still reads; FOLIO_TEST_BACKEND=cuda runs
+// them on the GPU, FOLIO_TEST_ACTIVATIONS=bf16 in bf16 activations).
 #pragma once
 
 #include <memory>

@@ -16,8 +16,11 @@ std::string model_path(const std::string& file) {
   return std::filesystem::exists(path) ? path : std::string();
 }
 
+// FOLIO_SOURCE_DIR in the environment wins over the tree the binary was
+// built from: binaries built here run on the GPU machine, in another tree.
 std::string source_path(const std::string& relative) {
-  return std::string(FOLIO_SOURCE_DIR) + "/" + relative;
+  const char* env = std::getenv("FOLIO_SOURCE_DIR");
+  return std::string(env != nullptr && *env != '\0' ? env : FOLIO_SOURCE_DIR) + "/" + relative;
 }
 
 }  // namespace folio::testing

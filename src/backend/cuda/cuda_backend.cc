@@ -110,13 +110,17 @@ CudaBackend::CudaBackend(DType activations, bool batch_invariant, int device)
 }
 
 CudaBackend::~CudaBackend() {
+  cudaSetDevice(device_);
   cudaStreamSynchronize(stream_);
   cublas_.reset();
   if (scratch_ != nullptr) cudaFree(scratch_);
+  for (CUevent_st* e : events_)
+    if (e != nullptr) cudaEventDestroy(e);
   cudaStreamDestroy(stream_);
 }
 
 CudaMemoryUse CudaBackend::memory_use() const {
+  bind();
   CudaMemoryUse u;
   cudaDeviceProp prop{};
   if (cudaGetDeviceProperties(&prop, device_) == cudaSuccess) u.device_name = prop.name;
@@ -129,6 +133,15 @@ CudaMemoryUse CudaBackend::memory_use() const {
   u.buffer_bytes = *buffer_bytes_;
   u.scratch_bytes = scratch_bytes_;
   return u;
+}
+
+// CUDA's current device belongs to the calling host thread, and the engine
+// calls from its own thread, not the one that made the backend: each entry
+// point makes device_ current where it runs (a stream, a cuBLAS handle and
+// cudaMalloc all act on the current device).
+void CudaBackend::bind() const {
+  int current = -1;
+  if (cudaGetDevice(&current) != cudaSuccess || current != device_) check(cudaSetDevice(device_), "cudaSetDevice");
 }
 
 int CudaBackend::kind_of(const Tensor& t) const { return t.dtype == DType::BF16 ? kActBf16 : kActF32; }
@@ -157,18 +170,21 @@ void* CudaBackend::scratch(std::size_t bytes) {
 }
 
 Buffer CudaBackend::allocate(std::size_t bytes) {
+  bind();
   if (bytes == 0) return {};
   void* p = device_malloc(bytes, "a buffer", "lower --kv-cache-memory or --max-num-batched-tokens");
   check(cudaMemsetAsync(p, 0, bytes, stream_), "cudaMemsetAsync");
   *buffer_bytes_ += bytes;
   auto counter = buffer_bytes_;
-  return Buffer(p, bytes, Device::kCuda, [p, bytes, counter] {
+  return Buffer(p, bytes, Device::kCuda, [p, bytes, counter, device = device_] {
+    cudaSetDevice(device);
     cudaFree(p);
     *counter -= bytes;
   });
 }
 
 Buffer CudaBackend::allocate_host(std::size_t bytes) {
+  bind();
   if (bytes == 0) return {};
   void* p = nullptr;
   if (cudaMallocHost(&p, bytes) != cudaSuccess) {
@@ -176,10 +192,14 @@ Buffer CudaBackend::allocate_host(std::size_t bytes) {
     fail("cannot allocate {} bytes of pinned host memory", bytes);
   }
   std::memset(p, 0, bytes);
-  return Buffer(p, bytes, Device::kCpu, [p] { cudaFreeHost(p); });
+  return Buffer(p, bytes, Device::kCpu, [p, device = device_] {
+    cudaSetDevice(device);
+    cudaFreeHost(p);
+  });
 }
 
 void CudaBackend::copy_to_device(const Tensor& dst, const void* src, std::size_t bytes) {
+  bind();
   FOLIO_CHECK(bytes <= dst.bytes());
   if (bytes == 0) return;
   on_device(dst, "copy_to_device destination");
@@ -187,6 +207,7 @@ void CudaBackend::copy_to_device(const Tensor& dst, const void* src, std::size_t
 }
 
 void CudaBackend::copy_to_host(void* dst, const Tensor& src, std::size_t bytes) {
+  bind();
   FOLIO_CHECK(bytes <= src.bytes());
   if (bytes > 0) {
     on_device(src, "copy_to_host source");
@@ -195,21 +216,52 @@ void CudaBackend::copy_to_host(void* dst, const Tensor& src, std::size_t bytes) 
   wait("copy_to_host");
 }
 
-void CudaBackend::synchronize() { wait("synchronize"); }
+void CudaBackend::synchronize() {
+  bind();
+  wait("synchronize");
+}
+
+QueuePoint CudaBackend::queue_point() {
+  bind();
+  const QueuePoint point = ++last_point_;
+  CUevent_st*& e = events_[point % kQueueEvents];
+  if (e == nullptr) check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+  check(cudaEventRecord(e, stream_), "cudaEventRecord");
+  return point;
+}
+
+void CudaBackend::wait_until(QueuePoint point) {
+  if (point == 0) return;
+  bind();
+  const cudaError_t e = cudaEventSynchronize(events_[point % kQueueEvents]);
+  if (e != cudaSuccess)
+    fail("CUDA error while the GPU ran the queued ops (a queue point): {} ({}); the device context cannot be used "
+         "again, restart the process",
+         cudaGetErrorString(e), cudaGetErrorName(e));
+}
 
 Buffer CudaBackend::load_weight(Tensor& w) {
+  bind();
   FOLIO_CHECK(w.device == Device::kCpu && w.layout == Layout::kGguf);
   const std::size_t bytes = w.bytes();
   if (bytes == 0) return {};
   void* p = device_malloc(bytes, "a weight", fmt::format("{} bytes of weights are loaded so far", weight_bytes_));
-  check(cudaMemcpy(p, w.data, bytes, cudaMemcpyHostToDevice), "weight upload");
+  // On the backend's stream, so that every kernel after it is ordered after
+  // it (a plain cudaMemcpy runs on the legacy default stream, which the
+  // non-blocking stream_ does not wait for). From pageable memory the call
+  // returns once the source is read: the mapped file may go.
+  check(cudaMemcpyAsync(p, w.data, bytes, cudaMemcpyHostToDevice, stream_), "weight upload");
   w.data = p;
   w.device = Device::kCuda;
   weight_bytes_ += bytes;
-  return Buffer(p, bytes, Device::kCuda, [p] { cudaFree(p); });
+  return Buffer(p, bytes, Device::kCuda, [p, device = device_] {
+    cudaSetDevice(device);
+    cudaFree(p);
+  });
 }
 
 void CudaBackend::embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
+  bind();
   op_checks::embedding(table, ids, out, act_);
   check_weight_type(table, "embedding");
   cuda::EmbeddingLaunch a;
@@ -227,6 +279,7 @@ void CudaBackend::embedding(const Tensor& table, const Tensor& ids, Tensor& out)
 }
 
 void CudaBackend::matmul(const Tensor& w, const Tensor& x, Tensor& y, const Tensor* bias) {
+  bind();
   op_checks::matmul(w, x, y, bias, act_);
   check_weight_type(w, "matmul");
   on_device(w, "matmul weights");
@@ -256,12 +309,14 @@ void CudaBackend::matmul(const Tensor& w, const Tensor& x, Tensor& y, const Tens
 }
 
 void CudaBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) {
+  bind();
   op_checks::rms_norm(x, w, out, act_);
   cuda::launch_rms_norm(on_device(x, "rms_norm x").data, static_cast<const float*>(on_device(w, "rms_norm w").data),
                         eps, on_device(out, "rms_norm out").data, kind_of(x), x.rows(), x.cols(), stream_);
 }
 
 void CudaBackend::rope(Tensor& x, const Tensor& positions, const RopeTable& table) {
+  bind();
   op_checks::rope(x, positions, table, act_);
   cuda::launch_rope(on_device(x, "rope x").data, kind_of(x), ints<std::int32_t>(positions, "rope positions"),
                     static_cast<const float*>(on_device(table.inv_freq, "rope table").data), x.shape[0], x.shape[1],
@@ -270,6 +325,7 @@ void CudaBackend::rope(Tensor& x, const Tensor& positions, const RopeTable& tabl
 }
 
 void CudaBackend::glu(const Tensor& gate, const Tensor& up, GluActivation act, Tensor& out) {
+  bind();
   op_checks::same_shape(gate, up, act_, "glu");
   op_checks::same_shape(gate, out, act_, "glu");
   cuda::launch_glu(on_device(gate, "glu gate").data, on_device(up, "glu up").data, on_device(out, "glu out").data,
@@ -277,11 +333,13 @@ void CudaBackend::glu(const Tensor& gate, const Tensor& up, GluActivation act, T
 }
 
 void CudaBackend::add(Tensor& x, const Tensor& y) {
+  bind();
   op_checks::same_shape(x, y, act_, "add");
   cuda::launch_add(on_device(x, "add x").data, on_device(y, "add y").data, kind_of(x), x.numel(), stream_);
 }
 
 void CudaBackend::scale(Tensor& x, float s) {
+  bind();
   op_checks::activations(x, act_, "scale");
   cuda::launch_scale(on_device(x, "scale x").data, kind_of(x), x.numel(), s, stream_);
 }
@@ -293,6 +351,7 @@ void CudaBackend::scale_logits(Tensor& logits, float scale, float softcap) {
 }
 
 void CudaBackend::write_kv(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, PagedKv& kv) {
+  bind();
   op_checks::write_kv(k, v, slot_mapping, kv, act_);
   cuda::WriteKvLaunch a;
   a.k = on_device(k, "write_kv k").data;
@@ -311,6 +370,7 @@ void CudaBackend::write_kv(const Tensor& k, const Tensor& v, const Tensor& slot_
 
 void CudaBackend::attention(const Tensor& q, const PagedKv& kv, const AttentionMetadata& meta,
                             const AttentionParams& params, Tensor& out) {
+  bind();
   op_checks::attention(q, kv, meta, out, act_);
   if (kv.head_dim() > cuda::kMaxAttentionHeadDim || kv.value_head_dim() > cuda::kMaxAttentionHeadDim)
     fail("cuda backend: attention holds heads of up to {} numbers, not {} (K) and {} (V)", cuda::kMaxAttentionHeadDim,
@@ -343,6 +403,7 @@ void CudaBackend::attention(const Tensor& q, const PagedKv& kv, const AttentionM
 }
 
 void CudaBackend::gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) {
+  bind();
   op_checks::gather_rows(x, rows, out);
   cuda::launch_gather_rows(on_device(x, "gather_rows x").data, static_cast<std::int64_t>(x.row_bytes()), x.rows(),
                            ints<std::int32_t>(rows, "gather_rows rows"), rows.numel(),
@@ -350,6 +411,7 @@ void CudaBackend::gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) 
 }
 
 void CudaBackend::copy_blocks(PagedKv& kv, std::span<const std::pair<std::int32_t, std::int32_t>> pairs) {
+  bind();
   op_checks::paged_kv(kv, "copy_blocks");
   for (auto [src, dst] : pairs) {
     if (src < 0 || src >= kv.num_blocks() || dst < 0 || dst >= kv.num_blocks())
@@ -372,6 +434,7 @@ void CudaBackend::copy_blocks(PagedKv& kv, std::span<const std::pair<std::int32_
 }
 
 void CudaBackend::moe_route(const Tensor& router_logits, bool normalize, Tensor& ids, Tensor& weights) {
+  bind();
   op_checks::moe_route(router_logits, ids, weights, act_);
   cuda::launch_moe_route(on_device(router_logits, "moe_route logits").data, kind_of(router_logits),
                          router_logits.rows(), router_logits.cols(), ids.cols(), normalize,
@@ -380,6 +443,7 @@ void CudaBackend::moe_route(const Tensor& router_logits, bool normalize, Tensor&
 }
 
 void CudaBackend::moe_group(const Tensor& ids, Tensor& offsets, Tensor& row_tokens, Tensor& assignment_rows) {
+  bind();
   op_checks::moe_group(ids, offsets, row_tokens, assignment_rows);
   cuda::launch_moe_group(ints<std::int32_t>(ids, "moe_group ids"), ids.numel(), ids.cols(), offsets.numel() - 1,
                          static_cast<std::int32_t*>(on_device(offsets, "moe_group offsets").data),
@@ -389,6 +453,7 @@ void CudaBackend::moe_group(const Tensor& ids, Tensor& offsets, Tensor& row_toke
 }
 
 void CudaBackend::expert_matmul(const Tensor& w, const Tensor& x, const Tensor& offsets, Tensor& y) {
+  bind();
   op_checks::expert_matmul(w, x, offsets, y, act_);
   check_weight_type(w, "expert_matmul");
   const auto* off = ints<std::int32_t>(offsets, "expert_matmul offsets");
@@ -412,6 +477,7 @@ void CudaBackend::expert_matmul(const Tensor& w, const Tensor& x, const Tensor& 
 }
 
 void CudaBackend::moe_combine(const Tensor& y, const Tensor& assignment_rows, const Tensor& weights, Tensor& out) {
+  bind();
   op_checks::moe_combine(y, assignment_rows, weights, out, act_);
   cuda::launch_moe_combine(on_device(y, "moe_combine y").data, y.rows(),
                            ints<std::int32_t>(assignment_rows, "moe_combine assignment_rows"),
@@ -420,6 +486,7 @@ void CudaBackend::moe_combine(const Tensor& y, const Tensor& assignment_rows, co
 }
 
 void CudaBackend::add_sigmoid_gated(Tensor& x, const Tensor& y, const Tensor& gate) {
+  bind();
   op_checks::add_sigmoid_gated(x, y, gate, act_);
   cuda::launch_add_sigmoid_gated(on_device(x, "add_sigmoid_gated x").data, on_device(y, "add_sigmoid_gated y").data,
                                  on_device(gate, "add_sigmoid_gated gate").data, kind_of(x), x.rows(), x.cols(),
@@ -427,6 +494,7 @@ void CudaBackend::add_sigmoid_gated(Tensor& x, const Tensor& y, const Tensor& ga
 }
 
 void CudaBackend::sample(const Tensor& logits, const SamplingBatch& batch) {
+  bind();
   op_checks::sample(logits, batch);
   if (batch.num_rows == 0) return;
   const std::int64_t vocab = logits.cols();

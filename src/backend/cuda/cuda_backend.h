@@ -15,6 +15,7 @@
 // path grows to its high-water mark in the first steps, then stays.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -23,6 +24,7 @@
 #include "backend/backend.h"
 
 struct CUstream_st;
+struct CUevent_st;
 
 namespace folio {
 
@@ -61,6 +63,8 @@ class CudaBackend final : public Backend {
   void copy_to_device(const Tensor& dst, const void* src, std::size_t bytes) override;
   void copy_to_host(void* dst, const Tensor& src, std::size_t bytes) override;
   void synchronize() override;
+  QueuePoint queue_point() override;
+  void wait_until(QueuePoint point) override;
   Buffer load_weight(Tensor& w) override;
 
   void embedding(const Tensor& table, const Tensor& ids, Tensor& out) override;
@@ -84,6 +88,8 @@ class CudaBackend final : public Backend {
   void sample(const Tensor& logits, const SamplingBatch& batch) override;
 
  private:
+  // Makes device_ the calling thread's current device.
+  void bind() const;
   int kind_of(const Tensor& t) const;
   // Device scratch of at least `bytes`, kept between ops.
   void* scratch(std::size_t bytes);
@@ -94,6 +100,12 @@ class CudaBackend final : public Backend {
   bool batch_invariant_;
   int device_;
   CUstream_st* stream_ = nullptr;
+  // Queue points are events on stream_, kQueueEvents of them reused in turn:
+  // point p is recorded in events_[p % kQueueEvents], which a later point may
+  // record again; waiting for that later one waits for p and more.
+  static constexpr std::size_t kQueueEvents = 8;
+  std::array<CUevent_st*, kQueueEvents> events_{};
+  QueuePoint last_point_ = 0;
   std::unique_ptr<cuda::DeviceStatusWord> status_;
   std::unique_ptr<cuda::CublasGemm> cublas_;  // made on first use
   void* scratch_ = nullptr;
