@@ -343,7 +343,8 @@ bool ToolCallParser::in_hermes(std::vector<OutputEvent>& out, bool at_end) {
     ready.remove_suffix(partial_tag(ready, kCallClose));
     while (!ready.empty() && (is_json_space(ready.back()) || ready.back() == '}')) ready.remove_suffix(1);
     if (ready.size() > args_sent_) {
-      out.push_back({OutputEvent::Kind::kArguments, num_calls_ - 1, std::string(ready.substr(args_sent_)), {}});
+      out.push_back({OutputEvent::Kind::kArguments, num_calls_ - 1,
+                     escape_string_controls(ready.substr(args_sent_), args_state_), {}});
       args_sent_ = ready.size();
     }
   }
@@ -358,6 +359,7 @@ void ToolCallParser::open_hermes_call(std::vector<OutputEvent>& out) {
   out.push_back({OutputEvent::Kind::kCallStart, index, m.name, new_tool_call_id(format_)});
   pending_.erase(0, m.end);
   call_started_ = true;
+  args_state_ = {};
 }
 
 void ToolCallParser::close_hermes_call(std::vector<OutputEvent>& out, std::string_view body) {
@@ -366,7 +368,8 @@ void ToolCallParser::close_hermes_call(std::vector<OutputEvent>& out, std::strin
     if (!args.empty() && args.back() == '}') args.remove_suffix(1);  // the call object's own
     args = trim_right(args);
     if (args.size() > args_sent_)
-      out.push_back({OutputEvent::Kind::kArguments, num_calls_ - 1, std::string(args.substr(args_sent_)), {}});
+      out.push_back({OutputEvent::Kind::kArguments, num_calls_ - 1,
+                     escape_string_controls(args.substr(args_sent_), args_state_), {}});
     return;
   }
   if (auto calls = read_region(body)) {

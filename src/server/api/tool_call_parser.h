@@ -70,6 +70,7 @@ class ToolCallParser {
   Tag tag_;                   // kCall: the tag that opened it
   bool call_started_ = false;  // kHermes: its name is out; arguments stream
   std::size_t args_sent_ = 0;  // kHermes: bytes of arguments given out, from the start of pending_
+  JsonStringState args_state_;  // kHermes: where the arguments given out end (inside a string?)
   int num_calls_ = 0;
 };
 

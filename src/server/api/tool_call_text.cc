@@ -1,5 +1,7 @@
 #include "server/api/tool_call_text.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdlib>
 
@@ -33,7 +35,8 @@ std::optional<Json> json_at(std::string_view s, std::size_t& at) {
   const std::size_t begin = skip_space(s, at);
   const std::size_t end = json_container_end(s, begin);
   if (end == std::string_view::npos) return std::nullopt;
-  std::optional<Json> v = parse_json(s.substr(begin, end - begin));
+  JsonStringState state;
+  std::optional<Json> v = parse_json(escape_string_controls(s.substr(begin, end - begin), state));
   if (v) at = end;
   return v;
 }
@@ -195,7 +198,13 @@ Json typed_value(std::string_view text, const Json* schema) {
       if (t->is_array() && !t->empty() && (*t)[0].is_string()) type = (*t)[0].get<std::string>();
     }
   }
-  if (type.empty() || type == "string") return Json(std::string(text));
+  if (type.empty() || type == "string") {
+    // A forced call's grammar lets white space stand around a string of
+    // bounded length, outside the value; an unbounded one keeps all of its.
+    if (schema != nullptr && (schema->contains("maxLength") || schema->contains("minLength")))
+      text = trim_right(trim_left(text));
+    return Json(std::string(text));
+  }
   const std::string_view trimmed = trim_right(trim_left(text));
   if (std::optional<Json> v = parse_json(trimmed)) return *v;
   if (type == "boolean") {
@@ -302,6 +311,33 @@ std::string python_literal(const Json& v) {
 
 bool valid_tool_name(std::string_view name) {
   return !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), is_name_char);
+}
+
+std::string escape_string_controls(std::string_view text, JsonStringState& state) {
+  std::string out;
+  out.reserve(text.size());
+  for (char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (!state.in_string) {
+      state.in_string = c == '"';
+    } else if (state.escaped) {
+      state.escaped = false;
+    } else if (c == '\\') {
+      state.escaped = true;
+    } else if (c == '"') {
+      state.in_string = false;
+    } else if (c < 0x20) {
+      switch (c) {
+        case '\t': out += "\\t"; break;
+        case '\n': out += "\\n"; break;
+        case '\r': out += "\\r"; break;
+        default: out += fmt::format("\\u{:04x}", c);
+      }
+      continue;
+    }
+    out += ch;
+  }
+  return out;
 }
 
 std::size_t json_container_end(std::string_view s, std::size_t from) {

@@ -56,6 +56,16 @@ bool valid_tool_name(std::string_view name);
 // space); npos when none starts there or it does not end in `text`.
 std::size_t json_container_end(std::string_view text, std::size_t from);
 
+// JSON text with the control characters inside its strings escaped (\t, \u0001):
+// a grammar for a string of bounded length lets a raw tab through, which
+// strict JSON readers (Python's json.loads) refuse. `state` carries where a
+// stream cut the text: inside a string, after its backslash.
+struct JsonStringState {
+  bool in_string = false;
+  bool escaped = false;
+};
+std::string escape_string_controls(std::string_view text, JsonStringState& state);
+
 // {"name", "arguments"|"parameters"} (or OpenAI's {"type": "function",
 // "function": {...}}) as a call.
 std::optional<ToolCallText> call_of_json(const Json& v);

@@ -53,12 +53,34 @@ std::string ebnf_string(std::string_view s) {
 }
 
 
+// Numbers without exponents and of at most 18 digits: a random walk (or a
+// small model) left free writes 1e999, which is no number JSON can carry.
 constexpr std::string_view kPythonRules =
-    "py_str ::= \"\\\"\" ([^\"\\\\\\r\\n] | \"\\\\\" [\"\\\\/bfnrtu'])* \"\\\"\"\n"
-    "py_int ::= \"-\"? (\"0\" | [1-9] [0-9]*)\n"
-    "py_num ::= py_int (\".\" [0-9]+)? ([eE] [+-]? [0-9]+)?\n"
+    "py_char ::= [^\"\\\\\\r\\n] | \"\\\\\" [\"\\\\/bfnrt']\n"
+    "py_str ::= \"\\\"\" py_char* \"\\\"\"\n"
+    "py_int ::= \"-\"? py_nat\n"
+    "py_nat ::= \"0\" | [1-9] [0-9]{0,17}\n"
+    "py_num ::= py_int (\".\" [0-9]{1,15})?\n"
     "py_any ::= py_str | py_num | \"True\" | \"False\" | \"None\" | \"[\" (py_any (\", \" py_any)*)? \"]\" | "
     "\"{\" (py_str \": \" py_any (\", \" py_str \": \" py_any)*)? \"}\"\n";
+
+// A count bound of the schema (minLength, maxItems...); `fallback` when absent
+// or past what a repetition in the grammar should hold.
+std::int64_t bound(const Json& schema, const char* key, std::int64_t fallback) {
+  auto it = schema.find(key);
+  if (it == schema.end() || !it->is_number_integer()) return fallback;
+  const std::int64_t v = it->get<std::int64_t>();
+  return v < 0 || v > 1024 ? fallback : v;
+}
+
+// `item` repeated min to max times with ", " between (max < 0: no bound).
+std::string repeated(const std::string& item, std::int64_t min, std::int64_t max) {
+  const std::string more = max < 0 ? fmt::format("{{{},}}", std::max<std::int64_t>(min - 1, 0))
+                                   : fmt::format("{{{},{}}}", std::max<std::int64_t>(min - 1, 0), max - 1);
+  const std::string some = "(" + item + " (\", \" " + item + ")" + more + ")";
+  if (max == 0) return "\"\"";
+  return min > 0 ? some : "(" + some + ")?";
+}
 
 std::string python_value_rule(const Json& schema, int depth) {
   if (!schema.is_object() || depth > 8) return "py_any";
@@ -71,14 +93,32 @@ std::string python_value_rule(const Json& schema, int depth) {
   auto t = schema.find("type");
   if (t == schema.end() || !t->is_string()) return "py_any";
   const std::string type = t->get<std::string>();
-  if (type == "string") return "py_str";
-  if (type == "integer") return "py_int";
-  if (type == "number") return "py_num";
+  const bool non_negative = schema.contains("minimum") && schema["minimum"].is_number() &&
+                            schema["minimum"].get<double>() >= 0;
+  if (type == "string") {
+    const std::int64_t min = bound(schema, "minLength", 0), max = bound(schema, "maxLength", -1);
+    if (min == 0 && max < 0) return "py_str";
+    return fmt::format("(\"\\\"\" py_char{{{},{}}} \"\\\"\")", min, max < 0 ? "" : std::to_string(max));
+  }
+  if (type == "integer") {
+    // A small range is its numbers, each one; a wider one only its sign
+    // (bounds the grammar does not hold are left to the tool).
+    auto lo = schema.find("minimum"), hi = schema.find("maximum");
+    if (lo != schema.end() && hi != schema.end() && lo->is_number_integer() && hi->is_number_integer() &&
+        hi->get<std::int64_t>() >= lo->get<std::int64_t>() && hi->get<std::int64_t>() - lo->get<std::int64_t>() <= 256) {
+      std::string out = "(";
+      for (std::int64_t v = lo->get<std::int64_t>(); v <= hi->get<std::int64_t>(); ++v)
+        out += (v == lo->get<std::int64_t>() ? "\"" : " | \"") + std::to_string(v) + "\"";
+      return out + ")";
+    }
+    return non_negative ? "py_nat" : "py_int";
+  }
+  if (type == "number") return non_negative ? "(py_nat (\".\" [0-9]{1,15})?)" : "py_num";
   if (type == "boolean") return "(\"True\" | \"False\")";
   if (type == "null") return "\"None\"";
   if (type == "array") {
     const std::string item = python_value_rule(schema.value("items", Json::object()), depth + 1);
-    return "(\"[\" (" + item + " (\", \" " + item + ")*)? \"]\")";
+    return "(\"[\" " + repeated(item, bound(schema, "minItems", 0), bound(schema, "maxItems", -1)) + " \"]\")";
   }
   return "py_any";
 }

@@ -232,6 +232,12 @@ TEST(ToolCallParserTest, EveryFamilysCallsAreRead) {
       {F::kGlm4, "Hello there", "Hello there", {}},
       {F::kGlm4, "getaway\n{\"a\": 1}", "getaway\n{\"a\": 1}", {}},
       {F::kGlm4, "get_weather\n{\"ci", "get_weather\n{\"ci", {}},
+      // A raw tab inside a string (a forced call's grammar lets one through)
+      // comes out escaped, as strict JSON readers need it.
+      {F::kHermes, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Par\tis\"}}\n</tool_call>", "",
+       {{"get_weather", "{\"city\": \"Par\\tis\"}"}}},
+      {F::kGranite, "[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Par\tis\"}}]", "",
+       {{"get_weather", R"({"city":"Par\tis"})"}}},
   };
   for (const Case& c : cases) check(c, &tools);
 }
