@@ -73,8 +73,21 @@ GenerationJob make_chat_job(ChatRequest r, const ModelContext& model) {
   // ([TOOL_CALLS], <|tool_call|>, <|python_tag|>); the output is read with them
   // (the generic format's tags are folio's own text).
   if (job.parses_tool_calls() && model.tool_format != ToolFormat::kGeneric) job.params.skip_special_tokens = false;
+  job.prompts.push_back(encode_conversation(r, model, /*add_special_tokens=*/false));
+  job.reasoning = model.reasoning;
+  if (job.reasoning) {
+    // The prompt's last tokens say whether the template opened <think> for the model.
+    const std::vector<TokenId>& p = job.prompts[0];
+    const std::vector<TokenId> tail(p.end() - std::min<std::ptrdiff_t>(16, static_cast<std::ptrdiff_t>(p.size())),
+                                    p.end());
+    job.reasoning_starts_inside = prompt_opens_thinking(model.tokenizer->decode(tail, /*render_special=*/true));
+  }
   if (job.tools) {
-    if (auto spec = tool_constraint(*job.tools, model.tool_format)) {
+    // A forced call comes after the thinking, which stays free.
+    const Thinking thinking = !job.reasoning ? Thinking::kNone
+                              : job.reasoning_starts_inside ? Thinking::kOpen
+                                                            : Thinking::kMayOpen;
+    if (auto spec = tool_constraint(*job.tools, model.tool_format, thinking)) {
       if (job.params.constraint) {
         // Forced calls and a response format cannot both hold; with auto the
         // response format wins and calls are still read from the output.
@@ -91,15 +104,6 @@ GenerationJob make_chat_job(ChatRequest r, const ModelContext& model) {
         }
       }
     }
-  }
-  job.prompts.push_back(encode_conversation(r, model, /*add_special_tokens=*/false));
-  job.reasoning = model.reasoning;
-  if (job.reasoning) {
-    // The prompt's last tokens say whether the template opened <think> for the model.
-    const std::vector<TokenId>& p = job.prompts[0];
-    const std::vector<TokenId> tail(p.end() - std::min<std::ptrdiff_t>(16, static_cast<std::ptrdiff_t>(p.size())),
-                                    p.end());
-    job.reasoning_starts_inside = prompt_opens_thinking(model.tokenizer->decode(tail, /*render_special=*/true));
   }
   finish_job(job, model, "messages");
   return job;

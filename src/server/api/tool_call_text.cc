@@ -199,10 +199,12 @@ Json typed_value(std::string_view text, const Json* schema) {
     }
   }
   if (type.empty() || type == "string") {
-    // A forced call's grammar lets white space stand around a string of
-    // bounded length, outside the value; an unbounded one keeps all of its.
-    if (schema != nullptr && (schema->contains("maxLength") || schema->contains("minLength")))
-      text = trim_right(trim_left(text));
+    // A forced call's grammar lets white space stand around a string it
+    // bounds (a length, an enum, a pattern), outside the value; a free
+    // string's white space is its own.
+    if (schema != nullptr)
+      for (const char* key : {"maxLength", "minLength", "enum", "const", "pattern", "format"})
+        if (schema->contains(key)) text = trim_right(trim_left(text));
     return Json(std::string(text));
   }
   const std::string_view trimmed = trim_right(trim_left(text));

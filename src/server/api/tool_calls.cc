@@ -262,7 +262,7 @@ std::optional<ToolRequest> read_tools(const Json* tools, const Json* choice, std
 }
 
 
-std::optional<ConstraintSpec> tool_constraint(const ToolRequest& tools, ToolFormat format) {
+std::optional<ConstraintSpec> tool_constraint(const ToolRequest& tools, ToolFormat format, Thinking thinking) {
   if (tools.choice == ToolRequest::Choice::kNone) return std::nullopt;
   const bool forced = tools.choice != ToolRequest::Choice::kAuto;
   // auto: free text, and a call from its opening tag on where that tag is
@@ -284,7 +284,7 @@ std::optional<ConstraintSpec> tool_constraint(const ToolRequest& tools, ToolForm
         break;
       case ToolFormat::kQwenXml:
         tags.push_back(tag(fmt::format("{}\n<function={}>\n", kCallOpen, name),
-                           Json{{"type", "qwen_xml_parameter"}, {"json_schema", schema}},
+                           Json{{"type", "qwen_xml_parameter"}, {"json_schema", schema}, {"max_whitespace_cnt", 1}},
                            fmt::format("</function>\n{}", kCallClose)));
         break;
       // The control tokens that open these calls ([TOOL_CALLS], <|tool_call|>)
@@ -335,6 +335,15 @@ std::optional<ConstraintSpec> tool_constraint(const ToolRequest& tools, ToolForm
                                                              std::move(calls),
                                                              {{"type", "const_string"}, {"value", "]"}}})}}
                             : std::move(calls);
+    if (thinking != Thinking::kNone) {
+      // Models put a blank line or two after </think>.
+      Json thought = Json{{"type", "tag"},
+                          {"begin", thinking == Thinking::kOpen ? "" : "<think>"},
+                          {"content", {{"type", "any_text"}}},
+                          {"end", Json::array({"</think>", "</think>\n", "</think>\n\n"})}};
+      if (thinking == Thinking::kMayOpen) thought = Json{{"type", "optional"}, {"content", std::move(thought)}};
+      format_json = Json{{"type", "sequence"}, {"elements", Json::array({std::move(thought), std::move(format_json)})}};
+    }
   } else {
     format_json = {{"type", "triggered_tags"},
                    {"triggers", Json::array({std::string(kCallOpen)})},

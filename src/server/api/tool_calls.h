@@ -62,8 +62,15 @@ struct ToolRequest {
 std::optional<ToolRequest> read_tools(const Json* tools, const Json* tool_choice, std::optional<bool> parallel);
 std::optional<ToolRequest> read_tools(const Json& body);
 
+// Where the answer's thinking stands when a call is forced: the template
+// does not think; the model may think (<think>...</think>) before the call;
+// the prompt opened <think>, so the model ends its thinking first.
+enum class Thinking { kNone, kMayOpen, kOpen };
+
 // The constraint for the request's choice in `format`; nullopt for kNone.
-std::optional<ConstraintSpec> tool_constraint(const ToolRequest& tools, ToolFormat format);
+// A forced call comes after the thinking, which stays free text.
+std::optional<ConstraintSpec> tool_constraint(const ToolRequest& tools, ToolFormat format,
+                                              Thinking thinking = Thinking::kNone);
 
 // The system text that describes `tools` to a model whose template knows none.
 std::string generic_tools_prompt(const ToolRequest& tools);

@@ -192,6 +192,24 @@ TEST_F(ToolGrammarTest, EachFormatsGrammarTakesTheFamilysOwnSpelling) {
   EXPECT_FALSE(takes(pythonic, "[get_weather(city=\"Paris\", unit=\"kelvin\")]"));
 }
 
+TEST_F(ToolGrammarTest, AForcedCallComesAfterTheThinkingWhichStaysFree) {
+  const ToolRequest request = tools(R"("required")");
+  const std::string call = "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 2, \"b\": 3}}\n</tool_call>";
+  // The prompt opened <think> (DeepSeek-R1's, GLM-Z1's templates): the model ends it, then calls.
+  const auto open = compiler_->compile(*tool_constraint(request, ToolFormat::kHermes, Thinking::kOpen));
+  EXPECT_TRUE(takes(open, "The user wants a sum; <tool_call> comes next.</think>\n\n" + call));
+  EXPECT_FALSE(takes(open, call));
+  EXPECT_FALSE(takes(open, "Thinking.</think>\n\nThe answer is 5."));
+  // A template that thinks: the model may think first, or call at once.
+  const auto may = compiler_->compile(*tool_constraint(request, ToolFormat::kHermes, Thinking::kMayOpen));
+  EXPECT_TRUE(takes(may, "<think>\nA sum.\n</think>\n\n" + call));
+  EXPECT_TRUE(takes(may, call));
+  EXPECT_FALSE(takes(may, "Just text."));
+  // What the reasoning parser gives the tool parser is the call.
+  const auto glm = compiler_->compile(*tool_constraint(request, ToolFormat::kGlm4, Thinking::kOpen));
+  EXPECT_TRUE(takes(glm, "Let me pick.</think>add\n{\"a\": 2, \"b\": 3}"));
+}
+
 TEST_F(ToolGrammarTest, AutoConstrainsACallFromItsTagWhereTheTagIsText) {
   const ToolRequest request = tools(R"("auto")");
   for (ToolFormat format : kFormats) {
