@@ -70,9 +70,12 @@ GenerationJob make_chat_job(ChatRequest r, const ModelContext& model) {
   job.tools = r.tools;
   job.tool_format = model.tool_format;
   // The tags that open calls are control tokens in most families' vocabularies
-  // ([TOOL_CALLS], <|tool_call|>, <|python_tag|>); the output is read with them
-  // (the generic format's tags are folio's own text).
-  if (job.parses_tool_calls() && model.tool_format != ToolFormat::kGeneric) job.params.skip_special_tokens = false;
+  // ([TOOL_CALLS], <|tool_call|>, <|python_tag|>), as are Mistral's [THINK]
+  // tags; the output is read with them (the generic format's tags are folio's
+  // own text).
+  if ((job.parses_tool_calls() && model.tool_format != ToolFormat::kGeneric) ||
+      (model.reasoning && template_thinks_in_control_tokens(model.chat_template->source())))
+    job.params.skip_special_tokens = false;
   job.prompts.push_back(encode_conversation(r, model, /*add_special_tokens=*/false));
   job.reasoning = model.reasoning;
   if (job.reasoning) {

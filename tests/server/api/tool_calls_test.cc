@@ -78,6 +78,18 @@ TEST(ReasoningParserTest, ThinkingIsToldApartFromTheAnswerAtEveryPieceSize) {
       {true, "cut off while thinking", "cut off while thinking", ""},
       {false, "<think>x</think>", "x", ""},
       {false, "a <think>b</think>", "", "a <think>b</think>"},  // only a leading tag opens thinking
+      // Mistral's [THINK] tags (Magistral, Ministral 3 reasoning).
+      {false, "[THINK]Let me add.[/THINK]It is 4.", "Let me add.", "It is 4."},
+      {false, "  [THINK]x[/THINK]\n\ny", "x", "y"},
+      {true, "started inside[/THINK]answer", "started inside", "answer"},
+      {false, "[THIN", "", "[THIN"},
+      // Each pair closes only itself.
+      {false, "<think>a[/THINK]b</think>c", "a[/THINK]b", "c"},
+      // Granite 3.3 wraps its answer after a thought in <response> tags.
+      {false, "<think>plan</think>\n<response>Paris.</response>\n", "plan", "Paris."},
+      {false, "<think>plan</think><response>a</response> b", "plan", "a</response> b"},
+      {false, "<response>not after a thought</response>", "", "<response>not after a thought</response>"},
+      {false, "  leading space kept", "", "  leading space kept"},
   };
   for (const auto& [inside, text, reasoning, content] : cases)
     for (std::size_t piece = 1; piece <= text.size() + 1; ++piece) {
@@ -88,7 +100,11 @@ TEST(ReasoningParserTest, ThinkingIsToldApartFromTheAnswerAtEveryPieceSize) {
   EXPECT_TRUE(prompt_opens_thinking("<|Assistant|><think>\n"));
   EXPECT_FALSE(prompt_opens_thinking("<|im_start|>assistant\n<think>\n\n</think>\n\n"));
   EXPECT_FALSE(prompt_opens_thinking("<|im_start|>assistant\n"));
+  EXPECT_TRUE(prompt_opens_thinking("[INST]Hi[/INST][THINK]"));
   EXPECT_TRUE(template_thinks("{{ '<think>' }}...{{ '</think>' }}"));
+  EXPECT_TRUE(template_thinks("{{- '[THINK]' + block['thinking'] + '[/THINK]' }}"));
+  EXPECT_TRUE(template_thinks_in_control_tokens("{{- '[THINK]' + block['thinking'] + '[/THINK]' }}"));
+  EXPECT_FALSE(template_thinks_in_control_tokens("{{ '<think>' }}...{{ '</think>' }}"));
   EXPECT_FALSE(template_thinks("{{ messages }}"));
 }
 
