@@ -1,6 +1,7 @@
 #include "server/api/tool_call_parser.h"
 
 #include <algorithm>
+#include <cctype>
 
 #include "server/api/json_schema_check.h"
 #include "server/api/stream_text.h"
@@ -17,6 +18,13 @@ constexpr std::string_view kEdgeMarkers[] = {"<|python_start|>", "<|python_end|>
                                              "<|eom|>", "<|eot_id|>", "<|eot|>", "<|/tool_call|>", "<|end|>"};
 
 bool only_space(std::string_view s) { return std::all_of(s.begin(), s.end(), is_json_space); }
+
+// Where to look for `tag` in `text` next time, after a search from `from`
+// found none: a region's closing tag is looked for in what came since, not
+// in all of it again (a long call would cost quadratic time).
+std::size_t resume_at(std::string_view text, std::string_view tag) {
+  return text.size() >= tag.size() ? text.size() - tag.size() + 1 : 0;
+}
 
 std::string_view strip_markers(std::string_view s) {
   for (bool again = true; again;) {
@@ -228,6 +236,7 @@ bool ToolCallParser::in_text(std::vector<OutputEvent>& out, bool at_end) {
       if (g == Guess::kYes) {
         region_ = Region::kCall;
         tag_ = Tag{"", "", false};
+        scanned_ = 0;
         return true;
       }
     }
@@ -249,6 +258,7 @@ bool ToolCallParser::in_text(std::vector<OutputEvent>& out, bool at_end) {
   }
   content(out, std::string_view(pending_).substr(0, at));
   at_start_ = false;
+  scanned_ = 0;
   tag_ = *found;
   pending_.erase(0, at + (found->keep ? 0 : found->open.size()));
   if (found->open == kFence) {
@@ -269,7 +279,8 @@ bool ToolCallParser::in_call(std::vector<OutputEvent>& out, bool at_end) {
   bool closed = false;
   if (!tag_.close.empty()) {
     // A kept opening tag is part of the body: look for the close after it.
-    const std::size_t p = pending_.find(tag_.close, tag_.keep ? tag_.open.size() : 0);
+    const std::size_t p = pending_.find(tag_.close, std::max(scanned_, tag_.keep ? tag_.open.size() : 0));
+    if (p == std::string::npos) scanned_ = resume_at(pending_, tag_.close);
     if (p != std::string::npos) {
       closed = true;
       body_end = tag_.keep ? p + tag_.close.size() : p;
@@ -317,7 +328,8 @@ std::optional<std::vector<ToolCallText>> ToolCallParser::read_region(std::string
 
 bool ToolCallParser::in_hermes(std::vector<OutputEvent>& out, bool at_end) {
   if (!call_started_) open_hermes_call(out);
-  const std::size_t close = pending_.find(kCallClose);
+  const std::size_t close = pending_.find(kCallClose, scanned_);
+  if (close == std::string::npos) scanned_ = resume_at(pending_, kCallClose);
   if (close != std::string::npos) {
     close_hermes_call(out, std::string_view(pending_).substr(0, close));
     pending_.erase(0, close + kCallClose.size());
@@ -358,6 +370,7 @@ void ToolCallParser::open_hermes_call(std::vector<OutputEvent>& out) {
   const int index = num_calls_++;
   out.push_back({OutputEvent::Kind::kCallStart, index, m.name, new_tool_call_id(format_)});
   pending_.erase(0, m.end);
+  scanned_ = 0;
   call_started_ = true;
   args_state_ = {};
 }
@@ -432,8 +445,10 @@ bool ToolCallParser::in_fence(std::vector<OutputEvent>& out, bool at_end) {
     return true;
   }
   const std::size_t line_end = pending_.find('\n');
-  const std::size_t close = line_end == std::string::npos ? std::string::npos : pending_.find(kFence, line_end);
+  const std::size_t close =
+      line_end == std::string::npos ? std::string::npos : pending_.find(kFence, std::max(line_end, scanned_));
   if (close == std::string::npos) {
+    if (line_end != std::string::npos) scanned_ = resume_at(pending_, kFence);
     if (!at_end) return false;  // the block has not all come
     content(out, std::string(kFence) + pending_);  // cut off: no call is guessed from part of one
     pending_.clear();

@@ -68,6 +68,7 @@ class ToolCallParser {
   bool at_start_ = true;  // nothing but white space has come yet
   Region region_ = Region::kNone;
   Tag tag_;                   // kCall: the tag that opened it
+  std::size_t scanned_ = 0;   // in a region: pending_ holds no closing tag before this
   bool call_started_ = false;  // kHermes: its name is out; arguments stream
   std::size_t args_sent_ = 0;  // kHermes: bytes of arguments given out, from the start of pending_
   JsonStringState args_state_;  // kHermes: where the arguments given out end (inside a string?)

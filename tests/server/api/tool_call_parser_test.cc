@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -288,6 +289,28 @@ TEST(ToolCallParserTest, AFencedJsonBlockIsACallOnlyWhenItFitsAnOfferedTool) {
   for (const std::string& text : not_calls) check({F::kHermes, text, text, {}}, &tools);
   // With no tools known nothing fenced is read.
   EXPECT_EQ(read_all_ways(F::kHermes, fenced).content, fenced);
+}
+
+TEST(ToolCallParserTest, ALongCallStreamedByteByByteCostsLinearTime) {
+  // A closing tag looked for in all the text again at every byte would be
+  // quadratic: 10^12 comparisons here.
+  const ToolRequest tools = offered_tools();
+  const std::string big(1 << 20, 'x');
+  const std::vector<std::pair<ToolFormat, std::string>> calls = {
+      {F::kHermes, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"" + big + "\"}}\n</tool_call>"},
+      {F::kPhi4Mini, "<|tool_call|>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"" + big + "\"}}]<|/tool_call|>"},
+      {F::kQwenXml, "<tool_call>\n<function=get_weather>\n<parameter=city>\n" + big + "\n</parameter>\n</function>\n</tool_call>"},
+      {F::kHermes, "```json\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"" + big + "\"}}\n```"},
+  };
+  for (const auto& [format, text] : calls) {
+    const auto start = std::chrono::steady_clock::now();
+    const Reading r = read(format, text, 1, &tools);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ASSERT_EQ(r.calls.size(), 1u) << tool_format_name(format);
+    EXPECT_EQ(r.calls[0].name, "get_weather");
+    EXPECT_NE(r.calls[0].arguments.find(big), std::string::npos);
+    EXPECT_LT(seconds, 10.0) << tool_format_name(format);
+  }
 }
 
 }  // namespace
