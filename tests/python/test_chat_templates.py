@@ -192,6 +192,33 @@ CONVERSATIONS = {
         {"role": "narrator", "content": "Meanwhile..."},
     ],
     "empty": [],
+    # Two calls in one turn and their results, ids of the 9 characters Mistral's templates require.
+    "parallel_calls": [
+        {"role": "user", "content": "Weather in Paris and Oslo?"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "abcDEF123", "type": "function",
+             "function": {"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}},
+            {"id": "xyz987UVW", "type": "function",
+             "function": {"name": "get_weather", "arguments": {"city": "Oslo", "unit": "celsius"}}}]},
+        {"role": "tool", "content": "{\"sky\": \"sunny\"}", "tool_call_id": "abcDEF123"},
+        {"role": "tool", "content": "rain", "tool_call_id": "xyz987UVW"},
+    ],
+    # GLM-4-0414's own shape of a call (the name in metadata) and its result (an observation).
+    "glm_call_history": [
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "metadata": "get_weather", "content": "{\"city\": \"Paris\"}"},
+        {"role": "observation", "content": "{\"sky\": \"sunny\"}"},
+    ],
+    # Phi-4-mini's: the tools as JSON text in the system message's own field.
+    "system_tools_field": [
+        {"role": "system", "content": "You are a helpful assistant with some tools.",
+         "tools": "[{\"name\": \"get_weather\", \"parameters\": {\"city\": {\"type\": \"str\"}}}]"},
+        {"role": "user", "content": "Weather in Paris?"},
+    ],
+    "thinking_on": [
+        {"role": "system", "content": "Think first."},
+        {"role": "user", "content": "What is 2+2?"},
+    ],
     "long": [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} " + "word " * (i % 7)}
              for i in range(60)] + [{"role": "user", "content": "last"}],
 }
@@ -200,6 +227,7 @@ CONVERSATIONS = {
 EXTRAS = {
     "reasoning": {"enable_thinking": False},
     "multi_turn": {"date_string": "01 Jan 2025", "unk_token": "<unk>"},
+    "thinking_on": {"enable_thinking": True, "thinking": True},
 }
 
 CASES = [(t, name, agp) for t in TEMPLATES for name in CONVERSATIONS for agp in (True, False)]
@@ -209,7 +237,7 @@ CASES = [(t, name, agp) for t in TEMPLATES for name in CONVERSATIONS for agp in 
                          ids=[f"{t.stem}-{c}-{'gen' if g else 'nogen'}" for t, c, g in CASES])
 def test_template_matches_jinja2(tool, template, conversation, add_generation_prompt):
     messages = CONVERSATIONS[conversation]
-    tools = [WEATHER_TOOL] if conversation in ("tools", "tool_round_trip") else None
+    tools = [WEATHER_TOOL] if conversation in ("tools", "tool_round_trip", "parallel_calls") else None
     extra = EXTRAS.get(conversation, {})
     variables = {"messages": messages, "tools": tools, "documents": None,
                  "add_generation_prompt": add_generation_prompt, "bos_token": BOS, "eos_token": EOS, **extra}

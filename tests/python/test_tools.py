@@ -45,6 +45,14 @@ def qwen(tmp_path_factory):
     assert s.stop() == 0, s.log()
 
 
+@pytest.fixture(scope="module")
+def qwen15(tmp_path_factory):
+    s = start_folio_server(tmp_path_factory, "tools-qwen15", "--max-model-len", "2048", "--kv-cache-memory", "256MiB",
+                           model="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf")
+    yield s
+    assert s.stop() == 0, s.log()
+
+
 def client_of(server):
     return openai.OpenAI(base_url=server.base_url, api_key="unused", max_retries=0, timeout=300)
 
@@ -206,3 +214,35 @@ def test_bad_tools_are_400_naming_the_problem_and_the_server_goes_on(smol, field
     assert error["param"] == param and error["message"], error
     ok = client_of(smol).chat.completions.create(model=model_of(smol), messages=ASK, max_tokens=2)
     assert ok.choices[0].message.content is not None
+
+
+CITY_WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "The current weather in a city",
+    "parameters": {"type": "object", "properties": {
+        "city": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+        "required": ["city"]}}}
+
+
+def test_a_fenced_json_call_is_read_as_a_tool_call(qwen15):
+    """Issue 38: with tool_choice auto, Qwen2.5-Coder-1.5B writes its call as a
+    fenced ```json block, not in its template's <tool_call> tags. The block is
+    a call: it names an offered tool and its arguments fit the schema."""
+    c = client_of(qwen15)
+    request = dict(messages=[{"role": "user", "content": "What is the weather in Paris?"}],
+                   tools=[CITY_WEATHER], temperature=0, max_tokens=80)
+    # What the model writes (tool_choice none reads no calls; the prompt is the same).
+    raw = c.chat.completions.create(model=model_of(qwen15), tool_choice="none", **request).choices[0].message.content
+    assert raw.startswith("```json\n{") and "<tool_call>" not in raw, raw
+
+    r = c.chat.completions.create(model=model_of(qwen15), **request).choices[0]
+    assert r.finish_reason == "tool_calls", r
+    assert r.message.content is None, r
+    [call] = r.message.tool_calls
+    assert call.function.name == "get_weather" and call.id.startswith("call_"), call
+    args = json.loads(call.function.arguments)
+    jsonschema.validate(args, CITY_WEATHER["function"]["parameters"])
+    assert args["city"] == "Paris", args
+
+    content, calls, finish, _ = stream_calls(qwen15, **request)
+    assert (content, finish) == ("", "tool_calls")
+    assert [(x["name"], json.loads(x["arguments"])) for x in calls] == [("get_weather", args)]

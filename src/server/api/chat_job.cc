@@ -6,6 +6,7 @@
 #include "server/api/api_error.h"
 #include "server/api/chat_request.h"
 #include "server/api/reasoning.h"
+#include "server/api/tool_conversation.h"
 
 namespace folio::server {
 namespace {
@@ -31,36 +32,6 @@ void refuse_special_text(const Json& root, const char* param, const ModelContext
   }
 }
 
-// For a template that knows no tools: the tools described in the system
-// message, calls written into the assistant's text as the model is asked to
-// write them, and results handed back as user text.
-void describe_tools_in_messages(std::vector<ChatMessage>& messages, const std::optional<ToolRequest>& tools) {
-  for (ChatMessage& m : messages) {
-    if (m.role == "tool") {
-      m.role = "user";
-      m.content = "<tool_response>\n" + m.content + "\n</tool_response>";
-      m.fields = Json::object();
-    } else if (auto calls = m.fields.find("tool_calls"); calls != m.fields.end()) {
-      std::string text = m.content_null ? std::string() : m.content;
-      for (const Json& c : *calls) {
-        if (!text.empty()) text += '\n';
-        text += fmt::format("<tool_call>\n{{\"name\": {}, \"arguments\": {}}}\n</tool_call>",
-                            dump_json(c["function"]["name"]), dump_json(c["function"]["arguments"]));
-      }
-      m.content = std::move(text);
-      m.content_null = false;
-      m.fields = Json::object();
-    }
-  }
-  if (!tools) return;
-  const std::string prompt = generic_tools_prompt(*tools);
-  if (!messages.empty() && messages.front().role == "system") {
-    messages.front().content += "\n\n" + prompt;
-  } else {
-    messages.insert(messages.begin(), ChatMessage{"system", prompt});
-  }
-}
-
 // The conversation with its tools, rendered and tokenized.
 std::vector<TokenId> encode_conversation(const ChatRequest& r, const ModelContext& model, bool add_special_tokens) {
   for (const ChatMessage& m : r.messages) refuse_special_text(m.fields, "messages", model);
@@ -71,18 +42,11 @@ std::vector<TokenId> encode_conversation(const ChatRequest& r, const ModelContex
     refuse_special_text(*r.template_kwargs, "chat_template_kwargs", model);
     for (const auto& [key, value] : r.template_kwargs->items()) options.extra[key] = value;
   }
-  std::vector<ChatMessage> described;
-  const std::vector<ChatMessage>* messages = &r.messages;
-  if (model.tool_format == ToolFormat::kGeneric) {
-    described = r.messages;
-    describe_tools_in_messages(described, r.tools);
-    messages = &described;
-  } else if (r.tools) {
-    refuse_special_text(r.tools->definitions, "tools", model);
-    options.tools = r.tools->definitions;
-  }
+  if (r.tools && model.tool_format != ToolFormat::kGeneric) refuse_special_text(r.tools->definitions, "tools", model);
+  std::vector<ChatMessage> messages = r.messages;
+  shape_tool_conversation(model.tool_format, model.chat_template->source(), r.tools, messages, options);
   try {
-    return encode_chat(*model.chat_template, *model.tokenizer, *messages, options, add_special_tokens,
+    return encode_chat(*model.chat_template, *model.tokenizer, messages, options, add_special_tokens,
                        model.allow_special_in_messages, r.continue_final_message);
   } catch (const ChatTemplateError& e) {
     if (e.kind() == ChatTemplateError::Kind::kRejected)
@@ -105,8 +69,28 @@ GenerationJob make_chat_job(ChatRequest r, const ModelContext& model) {
   job.logprobs = r.logprobs;
   job.tools = r.tools;
   job.tool_format = model.tool_format;
+  // The tags that open calls are control tokens in most families' vocabularies
+  // ([TOOL_CALLS], <|tool_call|>, <|python_tag|>), as are Mistral's [THINK]
+  // tags; the output is read with them (the generic format's tags are folio's
+  // own text).
+  if ((job.parses_tool_calls() && model.tool_format != ToolFormat::kGeneric) ||
+      (model.reasoning && template_thinks_in_control_tokens(model.chat_template->source())))
+    job.params.skip_special_tokens = false;
+  job.prompts.push_back(encode_conversation(r, model, /*add_special_tokens=*/false));
+  job.reasoning = model.reasoning;
+  if (job.reasoning) {
+    // The prompt's last tokens say whether the template opened <think> for the model.
+    const std::vector<TokenId>& p = job.prompts[0];
+    const std::vector<TokenId> tail(p.end() - std::min<std::ptrdiff_t>(16, static_cast<std::ptrdiff_t>(p.size())),
+                                    p.end());
+    job.reasoning_starts_inside = prompt_opens_thinking(model.tokenizer->decode(tail, /*render_special=*/true));
+  }
   if (job.tools) {
-    if (auto spec = tool_constraint(*job.tools, model.tool_format)) {
+    // A forced call comes after the thinking, which stays free.
+    const Thinking thinking = !job.reasoning ? Thinking::kNone
+                              : job.reasoning_starts_inside ? Thinking::kOpen
+                                                            : Thinking::kMayOpen;
+    if (auto spec = tool_constraint(*job.tools, model.tool_format, thinking)) {
       if (job.params.constraint) {
         // Forced calls and a response format cannot both hold; with auto the
         // response format wins and calls are still read from the output.
@@ -123,15 +107,6 @@ GenerationJob make_chat_job(ChatRequest r, const ModelContext& model) {
         }
       }
     }
-  }
-  job.prompts.push_back(encode_conversation(r, model, /*add_special_tokens=*/false));
-  job.reasoning = model.reasoning;
-  if (job.reasoning) {
-    // The prompt's last tokens say whether the template opened <think> for the model.
-    const std::vector<TokenId>& p = job.prompts[0];
-    const std::vector<TokenId> tail(p.end() - std::min<std::ptrdiff_t>(16, static_cast<std::ptrdiff_t>(p.size())),
-                                    p.end());
-    job.reasoning_starts_inside = prompt_opens_thinking(model.tokenizer->decode(tail, /*render_special=*/true));
   }
   finish_job(job, model, "messages");
   return job;

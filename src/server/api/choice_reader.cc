@@ -4,7 +4,7 @@ namespace folio::server {
 
 ChoiceReader::ChoiceReader(const GenerationJob& job) {
   if (job.reasoning) reasoning_.emplace(job.reasoning_starts_inside);
-  if (job.parses_tool_calls()) tools_.emplace(job.tool_format);
+  if (job.parses_tool_calls()) tools_.emplace(job.tool_format, &*job.tools);
 }
 
 std::vector<OutputEvent> ChoiceReader::read(const CompletionDelta& delta) {

@@ -11,7 +11,7 @@
 #include "engine/request_output.h"
 #include "server/api/generation_job.h"
 #include "server/api/reasoning.h"
-#include "server/api/tool_calls.h"
+#include "server/api/tool_call_parser.h"
 
 namespace folio::server {
 

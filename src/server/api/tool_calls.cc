@@ -7,7 +7,7 @@
 #include <random>
 
 #include "server/api/api_error.h"
-#include "server/api/stream_text.h"
+#include "server/api/tool_call_text.h"
 #include "server/http/http_message.h"
 
 namespace folio::server {
@@ -16,104 +16,174 @@ namespace {
 constexpr std::size_t kMaxTools = 128;
 constexpr std::string_view kCallOpen = "<tool_call>";
 constexpr std::string_view kCallClose = "</tool_call>";
-constexpr std::string_view kMistralTag = "[TOOL_CALLS]";
-constexpr std::string_view kPythonTag = "<|python_tag|>";
 
-bool only_space(std::string_view s) { return std::all_of(s.begin(), s.end(), is_json_space); }
+bool has(std::string_view source, std::string_view text) { return source.find(text) != std::string_view::npos; }
 
-// OpenAI's rule for function names.
-bool valid_name(std::string_view name) {
-  if (name.empty() || name.size() > 64) return false;
-  for (char c : name)
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
-          c == '.'))
-      return false;
-  return true;
+Json tag(const std::string& begin, Json content, const std::string& end) {
+  return Json{{"type", "tag"}, {"begin", begin}, {"content", std::move(content)}, {"end", end}};
 }
 
-// Reads `{"name": "...", "arguments": ` from the start of a Hermes call's
-// body. kMore: the body may still become that; kNo: it cannot.
-enum class Prefix { kYes, kMore, kNo };
-struct PrefixMatch {
-  Prefix state = Prefix::kMore;
-  std::string name;
-  std::size_t end = 0;  // where the arguments begin
-};
+// One white-space character at a time: a small model left free spends its
+// tokens on indentation.
+Json json_content(const Json& schema) {
+  return Json{{"type", "json_schema"}, {"json_schema", schema}, {"max_whitespace_cnt", 1}};
+}
 
-PrefixMatch match_hermes_prefix(std::string_view s) {
-  PrefixMatch m;
-  std::size_t i = 0;
-  auto skip = [&] {
-    while (i < s.size() && is_json_space(s[i])) ++i;
-  };
-  // Each literal must match as far as the text goes.
-  auto literal = [&](std::string_view lit) -> Prefix {
-    const std::size_t n = std::min(lit.size(), s.size() - i);
-    if (s.substr(i, n) != lit.substr(0, n)) return Prefix::kNo;
-    i += n;
-    return n == lit.size() ? Prefix::kYes : Prefix::kMore;
-  };
-  for (std::string_view lit : {std::string_view("{"), std::string_view("\"name\""), std::string_view(":")}) {
-    skip();
-    if (Prefix p = literal(lit); p != Prefix::kYes) return m.state = p, m;
+// ---- Python-style arguments as a grammar -----------------------------------
+// `key=value, ...` for one tool's parameters: required keys always, optional
+// ones maybe, in the schema's order; each value a Python literal of the
+// property's type (strings, numbers, True/False/None, lists of them, enums),
+// any Python literal where the schema says more than that.
+
+std::string ebnf_string(std::string_view s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c < 0x20) {
+      out += fmt::format("\\x{:02x}", c);
+    } else {
+      out += static_cast<char>(c);
+    }
   }
-  skip();
-  if (i == s.size()) return m;
-  if (s[i] != '"') return m.state = Prefix::kNo, m;
-  const std::size_t quote = i++;
-  while (i < s.size() && s[i] != '"') i += s[i] == '\\' ? 2 : 1;
-  if (i >= s.size()) return m;
-  const Json name = Json::parse(s.substr(quote, i + 1 - quote), nullptr, /*allow_exceptions=*/false);
-  if (!name.is_string()) return m.state = Prefix::kNo, m;
-  ++i;
-  for (std::string_view lit : {std::string_view(","), std::string_view("\"arguments\""), std::string_view(":")}) {
-    skip();
-    if (Prefix p = literal(lit); p != Prefix::kYes) return m.state = p, m;
+  return out + "\"";
+}
+
+
+// Numbers without exponents and of at most 18 digits: a random walk (or a
+// small model) left free writes 1e999, which is no number JSON can carry.
+constexpr std::string_view kPythonRules =
+    "py_char ::= [^\"\\\\\\r\\n] | \"\\\\\" [\"\\\\/bfnrt']\n"
+    "py_str ::= \"\\\"\" py_char* \"\\\"\"\n"
+    "py_int ::= \"-\"? py_nat\n"
+    "py_nat ::= \"0\" | [1-9] [0-9]{0,17}\n"
+    "py_num ::= py_int (\".\" [0-9]{1,15})?\n"
+    "py_any ::= py_str | py_num | \"True\" | \"False\" | \"None\" | \"[\" (py_any (\", \" py_any)*)? \"]\" | "
+    "\"{\" (py_str \": \" py_any (\", \" py_str \": \" py_any)*)? \"}\"\n";
+
+// A count bound of the schema (minLength, maxItems...); `fallback` when absent
+// or past what a repetition in the grammar should hold.
+std::int64_t bound(const Json& schema, const char* key, std::int64_t fallback) {
+  auto it = schema.find(key);
+  if (it == schema.end() || !it->is_number_integer()) return fallback;
+  const std::int64_t v = it->get<std::int64_t>();
+  return v < 0 || v > 1024 ? fallback : v;
+}
+
+// `item` repeated min to max times with ", " between (max < 0: no bound).
+std::string repeated(const std::string& item, std::int64_t min, std::int64_t max) {
+  const std::string more = max < 0 ? fmt::format("{{{},}}", std::max<std::int64_t>(min - 1, 0))
+                                   : fmt::format("{{{},{}}}", std::max<std::int64_t>(min - 1, 0), max - 1);
+  const std::string some = "(" + item + " (\", \" " + item + ")" + more + ")";
+  if (max == 0) return "\"\"";
+  return min > 0 ? some : "(" + some + ")?";
+}
+
+std::string python_value_rule(const Json& schema, int depth) {
+  if (!schema.is_object() || depth > 8) return "py_any";
+  if (auto e = schema.find("enum"); e != schema.end() && e->is_array() && !e->empty()) {
+    std::string out = "(";
+    for (std::size_t i = 0; i < e->size(); ++i) out += (i ? " | " : "") + ebnf_string(python_literal((*e)[i]));
+    return out + ")";
   }
-  skip();
-  if (i == s.size()) return m;  // the arguments' first byte is not here yet
-  m.state = Prefix::kYes;
-  m.name = name.get<std::string>();
-  m.end = i;
-  return m;
+  if (auto c = schema.find("const"); c != schema.end()) return ebnf_string(python_literal(*c));
+  auto t = schema.find("type");
+  if (t == schema.end() || !t->is_string()) return "py_any";
+  const std::string type = t->get<std::string>();
+  const bool non_negative = schema.contains("minimum") && schema["minimum"].is_number() &&
+                            schema["minimum"].get<double>() >= 0;
+  if (type == "string") {
+    const std::int64_t min = bound(schema, "minLength", 0), max = bound(schema, "maxLength", -1);
+    if (min == 0 && max < 0) return "py_str";
+    return fmt::format("(\"\\\"\" py_char{{{},{}}} \"\\\"\")", min, max < 0 ? "" : std::to_string(max));
+  }
+  if (type == "integer") {
+    // A small range is its numbers, each one; a wider one only its sign
+    // (bounds the grammar does not hold are left to the tool).
+    auto lo = schema.find("minimum"), hi = schema.find("maximum");
+    if (lo != schema.end() && hi != schema.end() && lo->is_number_integer() && hi->is_number_integer() &&
+        hi->get<std::int64_t>() >= lo->get<std::int64_t>() && hi->get<std::int64_t>() - lo->get<std::int64_t>() <= 256) {
+      std::string out = "(";
+      for (std::int64_t v = lo->get<std::int64_t>(); v <= hi->get<std::int64_t>(); ++v)
+        out += (v == lo->get<std::int64_t>() ? "\"" : " | \"") + std::to_string(v) + "\"";
+      return out + ")";
+    }
+    return non_negative ? "py_nat" : "py_int";
+  }
+  if (type == "number") return non_negative ? "(py_nat (\".\" [0-9]{1,15})?)" : "py_num";
+  if (type == "boolean") return "(\"True\" | \"False\")";
+  if (type == "null") return "\"None\"";
+  if (type == "array") {
+    const std::string item = python_value_rule(schema.value("items", Json::object()), depth + 1);
+    return "(\"[\" " + repeated(item, bound(schema, "minItems", 0), bound(schema, "maxItems", -1)) + " \"]\")";
+  }
+  return "py_any";
 }
 
-// A parsed call's arguments as the JSON text OpenAI sends: an object's text,
-// or a string's content when the model wrote them as a string.
-std::string arguments_text(const Json& v) {
-  if (v.is_string()) return v.get<std::string>();
-  return dump_json(v);
-}
-
-// {"name": ..., "arguments"|"parameters": ...} as (name, arguments); nullopt otherwise.
-std::optional<std::pair<std::string, std::string>> read_call(const Json& v) {
-  if (!v.is_object()) return std::nullopt;
-  auto name = v.find("name");
-  if (name == v.end() || !name->is_string()) return std::nullopt;
-  auto args = v.find("arguments");
-  if (args == v.end()) args = v.find("parameters");
-  if (args == v.end()) return std::make_pair(name->get<std::string>(), std::string("{}"));
-  return std::make_pair(name->get<std::string>(), arguments_text(*args));
-}
-
-Json tag_json(const std::string& begin, const Json& schema, const std::string& end) {
-  // One white-space character at a time: a small model left free spends
-  // its tokens on indentation.
-  return Json{{"type", "tag"},
-                      {"begin", begin},
-                      {"content", {{"type", "json_schema"}, {"json_schema", schema}, {"max_whitespace_cnt", 1}}},
-                      {"end", end}};
+// The EBNF of one tool's arguments, root rule `root`.
+std::string pythonic_arguments_grammar(const Json& schema) {
+  struct Param {
+    std::string key, value;
+    bool required;
+  };
+  std::vector<Param> params;
+  if (auto props = schema.find("properties"); props != schema.end() && props->is_object()) {
+    Json required = schema.value("required", Json::array());
+    for (const auto& [key, sub] : props->items()) {
+      const bool req = required.is_array() && std::find(required.begin(), required.end(), Json(key)) != required.end();
+      params.push_back({key, python_value_rule(sub, 0), req});
+    }
+  }
+  // head_i: the parameters from i on when none is written yet; tail_i: when
+  // one is, so each written one after the first takes a ", " before it.
+  std::string rules = "root ::= head_0\n";
+  for (std::size_t i = 0; i <= params.size(); ++i) {
+    if (i == params.size()) {
+      rules += fmt::format("head_{} ::= \"\"\ntail_{} ::= \"\"\n", i, i);
+      break;
+    }
+    const std::string p = ebnf_string(params[i].key + "=") + " " + params[i].value;
+    rules += fmt::format("head_{} ::= {} tail_{}{}\n", i, p, i + 1,
+                         params[i].required ? "" : fmt::format(" | head_{}", i + 1));
+    rules += fmt::format("tail_{} ::= \", \" {} tail_{}{}\n", i, p, i + 1,
+                         params[i].required ? "" : fmt::format(" | tail_{}", i + 1));
+  }
+  return rules + std::string(kPythonRules);
 }
 
 }  // namespace
 
 ToolFormat tool_format_of(std::string_view source) {
-  if (source.find("[TOOL_CALLS]") != std::string_view::npos) return ToolFormat::kMistral;
-  if (source.find("<tool_call>") != std::string_view::npos) return ToolFormat::kHermes;
-  if (source.find("<|python_tag|>") != std::string_view::npos ||
-      (source.find("tools") != std::string_view::npos && source.find("\"parameters\"") != std::string_view::npos))
+  if (has(source, "[TOOL_CALLS]")) return has(source, "[ARGS]") ? ToolFormat::kMistralArgs : ToolFormat::kMistral;
+  if (has(source, "<function=") && has(source, "<parameter=")) return ToolFormat::kQwenXml;
+  if (has(source, kCallOpen)) return ToolFormat::kHermes;
+  if (has(source, "<|tool_call|>")) return ToolFormat::kGranite;
+  if (has(source, "<|tool|>") && has(source, "<|/tool|>")) return ToolFormat::kPhi4Mini;
+  if (has(source, "[func_name1(")) return ToolFormat::kPythonic;
+  if (has(source, "<|observation|>") && has(source, "metadata")) return ToolFormat::kGlm4;
+  if (has(source, "<|python_tag|>") || has(source, "<|python_start|>") ||
+      (has(source, "tools") && has(source, "\"parameters\"")))
     return ToolFormat::kLlama3;
   return ToolFormat::kGeneric;
+}
+
+const char* tool_format_name(ToolFormat format) {
+  switch (format) {
+    case ToolFormat::kHermes: return "hermes";
+    case ToolFormat::kQwenXml: return "qwen3-coder xml";
+    case ToolFormat::kMistral: return "mistral json";
+    case ToolFormat::kMistralArgs: return "mistral [ARGS]";
+    case ToolFormat::kLlama3: return "llama 3 json";
+    case ToolFormat::kPythonic: return "pythonic";
+    case ToolFormat::kGranite: return "granite";
+    case ToolFormat::kPhi4Mini: return "phi-4-mini";
+    case ToolFormat::kGlm4: return "glm-4";
+    case ToolFormat::kGeneric: return "generic (hermes, described by folio)";
+  }
+  return "generic";
 }
 
 std::optional<ToolRequest> read_tools(const Json& body) {
@@ -170,7 +240,7 @@ std::optional<ToolRequest> read_tools(const Json* tools, const Json* choice, std
     auto fn = t.find("function");
     if (fn == t.end() || !fn->is_object()) bad_request("tools", fmt::format("{}.function must be an object", where));
     auto name = fn->find("name");
-    if (name == fn->end() || !name->is_string() || !valid_name(name->get_ref<const std::string&>()))
+    if (name == fn->end() || !name->is_string() || !valid_tool_name(name->get_ref<const std::string&>()))
       bad_request("tools", fmt::format("{}.function.name must be 1 to 64 letters, digits, '_', '-' or '.'", where));
     if (std::find(out.names.begin(), out.names.end(), name->get<std::string>()) != out.names.end())
       bad_request("tools", fmt::format("{} repeats the function name \"{}\"", where, name->get<std::string>()));
@@ -191,45 +261,90 @@ std::optional<ToolRequest> read_tools(const Json* tools, const Json* choice, std
   return out;
 }
 
-std::optional<ConstraintSpec> tool_constraint(const ToolRequest& tools, ToolFormat format) {
+
+std::optional<ConstraintSpec> tool_constraint(const ToolRequest& tools, ToolFormat format, Thinking thinking) {
   if (tools.choice == ToolRequest::Choice::kNone) return std::nullopt;
   const bool forced = tools.choice != ToolRequest::Choice::kAuto;
+  // auto: free text, and a call from its opening tag on where that tag is
+  // text the grammar can see. Formats whose call opens with a control token,
+  // or with no tag of its own, stay free; their calls are still read.
+  const bool tagged = format == ToolFormat::kHermes || format == ToolFormat::kGeneric ||
+                      format == ToolFormat::kQwenXml;
+  if (!forced && !tagged) return std::nullopt;
   Json tags = Json::array();
   for (std::size_t i = 0; i < tools.names.size(); ++i) {
     if (tools.choice == ToolRequest::Choice::kFunction && tools.names[i] != tools.function) continue;
-    const std::string& name = tools.names[i];  // valid_name: nothing to escape
+    const std::string& name = tools.names[i];  // valid_tool_name: nothing to escape
+    const Json& schema = tools.parameters[i];
     switch (format) {
       case ToolFormat::kHermes:
       case ToolFormat::kGeneric:
-        tags.push_back(tag_json(fmt::format("{}\n{{\"name\": \"{}\", \"arguments\": ", kCallOpen, name),
-                                tools.parameters[i], fmt::format("}}\n{}", kCallClose)));
+        tags.push_back(tag(fmt::format("{}\n{{\"name\": \"{}\", \"arguments\": ", kCallOpen, name),
+                           json_content(schema), fmt::format("}}\n{}", kCallClose)));
         break;
-      case ToolFormat::kMistral:  // [TOOL_CALLS] is a control token: the grammar starts after it
-        tags.push_back(tag_json(fmt::format("{{\"name\": \"{}\", \"arguments\": ", name), tools.parameters[i], "}"));
+      case ToolFormat::kQwenXml:
+        tags.push_back(tag(fmt::format("{}\n<function={}>\n", kCallOpen, name),
+                           Json{{"type", "qwen_xml_parameter"}, {"json_schema", schema}, {"max_whitespace_cnt", 1}},
+                           fmt::format("</function>\n{}", kCallClose)));
+        break;
+      // The control tokens that open these calls ([TOOL_CALLS], <|tool_call|>)
+      // have no text the grammar could write: it starts after them.
+      case ToolFormat::kMistral:
+      case ToolFormat::kGranite:
+      case ToolFormat::kPhi4Mini:
+        tags.push_back(tag(fmt::format("{{\"name\": \"{}\", \"arguments\": ", name), json_content(schema), "}"));
+        break;
+      case ToolFormat::kMistralArgs:
+        tags.push_back(tag(name + "[ARGS]", json_content(schema), ""));
         break;
       case ToolFormat::kLlama3:
-        tags.push_back(tag_json(fmt::format("{{\"name\": \"{}\", \"parameters\": ", name), tools.parameters[i], "}"));
+        tags.push_back(tag(fmt::format("{{\"name\": \"{}\", \"parameters\": ", name), json_content(schema), "}"));
+        break;
+      case ToolFormat::kPythonic:
+        tags.push_back(
+            tag(name + "(", Json{{"type", "grammar"}, {"grammar", pythonic_arguments_grammar(schema)}}, ")"));
+        break;
+      case ToolFormat::kGlm4:
+        tags.push_back(tag(name + "\n", json_content(schema), ""));
         break;
     }
   }
   Json format_json;
   if (forced) {
-    const bool mistral = format == ToolFormat::kMistral;
+    std::string separator = "\n";
+    bool bracketed = false;
+    switch (format) {
+      case ToolFormat::kMistral:
+      case ToolFormat::kGranite:
+      case ToolFormat::kPhi4Mini:
+      case ToolFormat::kPythonic:
+        separator = ", ";
+        bracketed = true;
+        break;
+      case ToolFormat::kMistralArgs: separator = "[TOOL_CALLS]"; break;
+      case ToolFormat::kLlama3: separator = "; "; break;
+      default: break;
+    }
     Json calls = {{"type", "tags_with_separator"},
-                          {"tags", std::move(tags)},
-                          {"separator", mistral ? ", " : (format == ToolFormat::kLlama3 ? "; " : "\n")},
-                          {"at_least_one", true},
-                          {"stop_after_first", !tools.parallel}};
-    format_json = mistral
-                      ? Json{{"type", "sequence"},
-                                     {"elements", Json::array({{{"type", "const_string"}, {"value", "["}},
-                                                                       std::move(calls),
-                                                                       {{"type", "const_string"}, {"value", "]"}}})}}
-                      : std::move(calls);
+                  {"tags", std::move(tags)},
+                  {"separator", separator},
+                  {"at_least_one", true},
+                  {"stop_after_first", !tools.parallel}};
+    format_json = bracketed ? Json{{"type", "sequence"},
+                                   {"elements", Json::array({{{"type", "const_string"}, {"value", "["}},
+                                                             std::move(calls),
+                                                             {{"type", "const_string"}, {"value", "]"}}})}}
+                            : std::move(calls);
+    if (thinking != Thinking::kNone) {
+      // Models put a blank line or two after </think>.
+      Json thought = Json{{"type", "tag"},
+                          {"begin", thinking == Thinking::kOpen ? "" : "<think>"},
+                          {"content", {{"type", "any_text"}}},
+                          {"end", Json::array({"</think>", "</think>\n", "</think>\n\n"})}};
+      if (thinking == Thinking::kMayOpen) thought = Json{{"type", "optional"}, {"content", std::move(thought)}};
+      format_json = Json{{"type", "sequence"}, {"elements", Json::array({std::move(thought), std::move(format_json)})}};
+    }
   } else {
-    // auto: free text, and a call from its opening tag on. Formats whose
-    // call opens with no tag of its own (or a control token) stay free.
-    if (format != ToolFormat::kHermes && format != ToolFormat::kGeneric) return std::nullopt;
     format_json = {{"type", "triggered_tags"},
                    {"triggers", Json::array({std::string(kCallOpen)})},
                    {"tags", std::move(tags)},
@@ -254,194 +369,25 @@ std::string generic_tools_prompt(const ToolRequest& tools) {
   return out;
 }
 
-std::string new_tool_call_id() {
+std::string new_tool_call_id(ToolFormat format) {
   static const std::uint64_t nonce = [] {
     std::random_device rd;
     return (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
   }();
   static std::atomic<std::uint64_t> counter{0};
-  return fmt::format("call_{:016x}{:08x}", nonce, counter.fetch_add(1) & 0xFFFFFFFFu);
-}
-
-ToolCallParser::ToolCallParser(ToolFormat format) : format_(format) {}
-
-std::vector<OutputEvent> ToolCallParser::feed(std::string_view text) {
-  pending_ += text;
-  std::vector<OutputEvent> out;
-  if (format_ == ToolFormat::kHermes || format_ == ToolFormat::kGeneric) {
-    feed_hermes(out, false);
-  } else {
-    feed_whole(out, false);
-  }
-  return out;
-}
-
-std::vector<OutputEvent> ToolCallParser::finish() {
-  std::vector<OutputEvent> out;
-  if (format_ == ToolFormat::kHermes || format_ == ToolFormat::kGeneric) {
-    feed_hermes(out, true);
-  } else {
-    feed_whole(out, true);
-  }
-  return out;
-}
-
-void ToolCallParser::emit_call(std::vector<OutputEvent>& out, const std::string& name, const std::string& arguments) {
-  const int index = num_calls_++;
-  out.push_back({OutputEvent::Kind::kCallStart, index, name, new_tool_call_id()});
-  out.push_back({OutputEvent::Kind::kArguments, index, arguments, {}});
-}
-
-void ToolCallParser::feed_hermes(std::vector<OutputEvent>& out, bool at_end) {
-  auto content = [&](std::string_view text) {
-    // White space between or after calls is layout, not an answer.
-    if (text.empty() || (num_calls_ > 0 && only_space(text))) return;
-    if (!out.empty() && out.back().kind == OutputEvent::Kind::kContent) {
-      out.back().text += text;
-    } else {
-      out.push_back({OutputEvent::Kind::kContent, 0, std::string(text), {}});
-    }
-  };
-  for (;;) {
-    if (!in_call_) {
-      const std::size_t open = pending_.find(kCallOpen);
-      if (open == std::string::npos) {
-        const std::size_t hold = at_end ? 0 : partial_tag(pending_, kCallOpen);
-        content(std::string_view(pending_).substr(0, pending_.size() - hold));
-        pending_.erase(0, pending_.size() - hold);
-        return;
-      }
-      content(std::string_view(pending_).substr(0, open));
-      pending_.erase(0, open + kCallOpen.size());
-      in_call_ = true;
-      call_started_ = false;
-      args_sent_ = 0;
-      continue;
-    }
-    if (!call_started_) open_call_hermes(out);
-    const std::size_t close = pending_.find(kCallClose);
-    if (close != std::string::npos) {
-      close_call_hermes(out, std::string_view(pending_).substr(0, close), call_started_);
-      pending_.erase(0, close + kCallClose.size());
-      in_call_ = false;
-      continue;
-    }
-    if (at_end) {  // cut off inside a call (max_tokens)
-      if (call_started_) {
-        std::string_view body(pending_);
-        body.remove_suffix(partial_tag(body, kCallClose));
-        close_call_hermes(out, body, true);
-      } else {
-        content(std::string(kCallOpen) + pending_);
-      }
-      pending_.clear();
-      in_call_ = false;
-      return;
-    }
-    if (call_started_) {
-      // Arguments so far, less what may be the call's own closing brace,
-      // white space or a cut-off closing tag.
-      std::string_view ready(pending_);
-      ready.remove_suffix(partial_tag(ready, kCallClose));
-      while (!ready.empty() && (is_json_space(ready.back()) || ready.back() == '}')) ready.remove_suffix(1);
-      if (ready.size() > args_sent_) {
-        out.push_back({OutputEvent::Kind::kArguments, num_calls_ - 1, std::string(ready.substr(args_sent_)), {}});
-        args_sent_ = ready.size();
-      }
-    }
-    return;
-  }
-}
-
-void ToolCallParser::open_call_hermes(std::vector<OutputEvent>& out) {
-  const PrefixMatch m = match_hermes_prefix(pending_);
-  if (m.state != Prefix::kYes) return;  // kNo: read whole at the closing tag
-  const int index = num_calls_++;
-  out.push_back({OutputEvent::Kind::kCallStart, index, m.name, new_tool_call_id()});
-  pending_.erase(0, m.end);
-  call_started_ = true;
-}
-
-void ToolCallParser::close_call_hermes(std::vector<OutputEvent>& out, std::string_view body, bool streamed_start) {
-  if (streamed_start) {
-    std::string_view args = trim_right(body);
-    if (!args.empty() && args.back() == '}') args.remove_suffix(1);  // the call object's own
-    args = trim_right(args);
-    if (args.size() > args_sent_)
-      out.push_back({OutputEvent::Kind::kArguments, num_calls_ - 1, std::string(args.substr(args_sent_)), {}});
-    return;
-  }
-  const std::optional<Json> v = parse_json(trim_left(body));
-  const auto call = v ? read_call(*v) : std::nullopt;
-  if (!call) {  // not a call after all: the text as it was written
-    std::string text = std::string(kCallOpen) + std::string(body) + std::string(kCallClose);
-    out.push_back({OutputEvent::Kind::kContent, 0, std::move(text), {}});
-    return;
-  }
-  emit_call(out, call->first, call->second);
-}
-
-void ToolCallParser::feed_whole(std::vector<OutputEvent>& out, bool at_end) {
-  if (!decided_) {
-    const std::string_view head = trim_left(pending_);
-    const std::string_view tags[] = {format_ == ToolFormat::kMistral ? kMistralTag : kPythonTag};
-    bool maybe = false;
-    for (std::string_view tag : tags) {
-      const std::size_t n = std::min(head.size(), tag.size());
-      if (head.substr(0, n) == tag.substr(0, n)) {
-        whole_ = n == tag.size();
-        maybe = n < tag.size();
-      }
-    }
-    // A call may also open bare: [{...}] (Mistral, its tag a control token
-    // the text leaves out) or {...} (Llama 3).
-    const char bare = format_ == ToolFormat::kMistral ? '[' : '{';
-    if (!whole_ && !head.empty() && head.front() == bare) whole_ = true;
-    if (!whole_ && (maybe || head.empty()) && !at_end) return;  // not known yet
-    decided_ = true;
-  }
-  if (!whole_) {
-    if (!pending_.empty()) out.push_back({OutputEvent::Kind::kContent, 0, std::move(pending_), {}});
-    pending_.clear();
-    return;
-  }
-  if (!at_end) return;  // calls are read whole, at the end
-  std::string_view rest = trim_left(pending_);
-  for (std::string_view tag : {kMistralTag, kPythonTag})
-    if (rest.substr(0, tag.size()) == tag) rest = trim_left(rest.substr(tag.size()));
-  std::vector<std::pair<std::string, std::string>> calls;
-  bool ok = false;
-  if (auto v = parse_json(trim_right(rest))) {
-    ok = true;
-    const Json all = v->is_array() ? *v : Json::array({*v});
-    for (const Json& c : all) {
-      auto call = read_call(c);
-      if (!call) {
-        ok = false;
-        break;
-      }
-      calls.push_back(std::move(*call));
-    }
-  } else if (format_ == ToolFormat::kLlama3) {
-    // Several calls, one JSON object each, separated by ';'.
-    ok = true;
-    std::size_t from = 0;
-    while (ok && from <= rest.size()) {
-      std::size_t semi = rest.find(';', from);
-      if (semi == std::string_view::npos) semi = rest.size();
-      auto one = parse_json(trim_right(trim_left(rest.substr(from, semi - from))));
-      auto call = one ? read_call(*one) : std::nullopt;
-      if (!call) ok = false;
-      if (call) calls.push_back(std::move(*call));
-      from = semi + 1;
-    }
-  }
-  if (!ok || calls.empty()) {
-    out.push_back({OutputEvent::Kind::kContent, 0, std::move(pending_), {}});
-  } else {
-    for (const auto& [name, args] : calls) emit_call(out, name, args);
-  }
-  pending_.clear();
+  const std::uint64_t n = counter.fetch_add(1);
+  if (!mistral_ids(format)) return fmt::format("call_{:016x}{:08x}", nonce, n & 0xFFFFFFFFu);
+  // 9 base-62 digits: n times a prime (coprime with 62^9) plus the nonce, so
+  // no two of the first 62^9 ids of a run are alike.
+  constexpr std::uint64_t kSpace = 13537086546263552ull;  // 62^9
+  constexpr std::string_view kDigits = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+  std::uint64_t product = 0;  // (n * 1000000007) mod 62^9, added up bit by bit: no term overflows
+  for (std::uint64_t a = n % kSpace, b = 1000000007ull; b != 0; b >>= 1, a = (a * 2) % kSpace)
+    if (b & 1) product = (product + a) % kSpace;
+  std::uint64_t x = (nonce % kSpace + product) % kSpace;
+  std::string id(9, '0');
+  for (int i = 8; i >= 0; --i, x /= 62) id[static_cast<std::size_t>(i)] = kDigits[x % 62];
+  return id;
 }
 
 }  // namespace folio::server

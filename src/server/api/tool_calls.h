@@ -1,15 +1,13 @@
 // Tool calling: a chat request's `tools`, `tool_choice` and
-// `parallel_tool_calls` read and checked; the constraint that makes a call
-// well-formed (xgrammar structural tags: `required` and a named function
-// force one, `auto` constrains a call from its opening tag on); and the
-// model's output read back into OpenAI `tool_calls`, as it streams.
-//
-// The output formats are those of the families folio serves, told apart by
-// the chat template: Hermes-style `<tool_call>{"name": ..., "arguments":
-// ...}</tool_call>` blocks (Qwen2.5, Qwen3, Hermes), Mistral's
-// `[TOOL_CALLS][{...}]` and Llama 3.x's bare `{"name": ..., "parameters":
-// ...}`. A template that knows no tools gets them described in a system
-// message and answers in the Hermes format (as llama-server's generic mode).
+// `parallel_tool_calls` read and checked; the family's tool-call format told
+// from its chat template's text; the constraint that makes a call well-formed
+// (xgrammar structural tags: `required` and a named function force one,
+// `auto` constrains a call from its opening tag on where the tag is text).
+// The model's output is read back into OpenAI `tool_calls` by
+// ToolCallParser (tool_call_parser.h); the conversation is shaped for the
+// template by tool_conversation.h. A template that knows no tools gets them
+// described in a system message and answers in the Hermes format (as
+// llama-server's generic mode). docs/models.md has the table of families.
 #pragma once
 
 #include <optional>
@@ -23,14 +21,26 @@
 namespace folio::server {
 
 enum class ToolFormat {
-  kHermes,   // the template prints <tool_call> blocks itself
-  kMistral,  // [TOOL_CALLS] then a JSON array of calls
-  kLlama3,   // one JSON object per call, "parameters" for arguments
-  kGeneric,  // the template knows no tools: folio describes them, Hermes blocks back
+  kHermes,       // <tool_call>{"name", "arguments"}</tool_call>: Qwen2.5/3, Hermes, Granite 4, SmolLM3
+  kQwenXml,      // <tool_call><function=NAME><parameter=KEY>value</parameter></function></tool_call>: Qwen3-Coder
+  kMistral,      // [TOOL_CALLS][{"name", "arguments"}, ...]: Mistral 7B v0.3, Nemo, Ministral 8B
+  kMistralArgs,  // [TOOL_CALLS]NAME[ARGS]{...}: Mistral-Small 3.2, Ministral 3, Devstral, Magistral
+  kLlama3,       // {"name", "parameters"} (after <|python_tag|> or bare): Llama 3.1-3.3 and 4
+  kPythonic,     // [name(key=value, ...), ...]: templates that ask for Python-style calls (Llama 3.2/4)
+  kGranite,      // <|tool_call|>[{"name", "arguments"}, ...]: Granite 3.x
+  kPhi4Mini,     // <|tool_call|>[...]<|/tool_call|>: Phi-4-mini (tools in the system message's `tools`)
+  kGlm4,         // NAME\n{...}: GLM-4-0414 and GLM-4-9B-chat (results as `observation` turns)
+  kGeneric,      // the template knows no tools: folio describes them, Hermes blocks back
 };
 
 // What the template's own text says about its tool format.
 ToolFormat tool_format_of(std::string_view template_source);
+// The format's name as docs/models.md and folio's log say it.
+const char* tool_format_name(ToolFormat format);
+// Mistral's templates take only ids of 9 letters and digits.
+inline bool mistral_ids(ToolFormat format) {
+  return format == ToolFormat::kMistral || format == ToolFormat::kMistralArgs;
+}
 
 struct ToolRequest {
   enum class Choice { kNone, kAuto, kRequired, kFunction };
@@ -52,8 +62,15 @@ struct ToolRequest {
 std::optional<ToolRequest> read_tools(const Json* tools, const Json* tool_choice, std::optional<bool> parallel);
 std::optional<ToolRequest> read_tools(const Json& body);
 
+// Where the answer's thinking stands when a call is forced: the template
+// does not think; the model may think (<think>...</think>) before the call;
+// the prompt opened <think>, so the model ends its thinking first.
+enum class Thinking { kNone, kMayOpen, kOpen };
+
 // The constraint for the request's choice in `format`; nullopt for kNone.
-std::optional<ConstraintSpec> tool_constraint(const ToolRequest& tools, ToolFormat format);
+// A forced call comes after the thinking, which stays free text.
+std::optional<ConstraintSpec> tool_constraint(const ToolRequest& tools, ToolFormat format,
+                                              Thinking thinking = Thinking::kNone);
 
 // The system text that describes `tools` to a model whose template knows none.
 std::string generic_tools_prompt(const ToolRequest& tools);
@@ -69,36 +86,8 @@ struct OutputEvent {
   std::string id;    // kCallStart
 };
 
-// Reads one choice's output as it streams. Text that may still turn out to
-// be part of a call is held back until it is known; a call that does not
-// parse is given back as content, as it was written.
-class ToolCallParser {
- public:
-  explicit ToolCallParser(ToolFormat format);
-
-  std::vector<OutputEvent> feed(std::string_view text);
-  // The output ended: what was held back.
-  std::vector<OutputEvent> finish();
-  int num_calls() const { return num_calls_; }
-
- private:
-  void feed_hermes(std::vector<OutputEvent>& out, bool at_end);
-  void open_call_hermes(std::vector<OutputEvent>& out);
-  void close_call_hermes(std::vector<OutputEvent>& out, std::string_view body, bool streamed_start);
-  void feed_whole(std::vector<OutputEvent>& out, bool at_end);
-  void emit_call(std::vector<OutputEvent>& out, const std::string& name, const std::string& arguments);
-
-  ToolFormat format_;
-  std::string pending_;        // text not yet given out
-  bool in_call_ = false;       // Hermes: inside <tool_call>
-  bool call_started_ = false;  // Hermes: its name is out; arguments stream
-  std::size_t args_sent_ = 0;  // Hermes: bytes of arguments given out, from the start of pending_
-  bool whole_ = false;         // Mistral / Llama 3: the output is calls; read it at the end
-  bool decided_ = false;       // Mistral / Llama 3: whether the output starts as calls is known
-  int num_calls_ = 0;
-};
-
-// "call_..." ids, unique within a server run.
-std::string new_tool_call_id();
+// "call_..." ids, unique within a server run; for Mistral's formats, 9
+// letters and digits (what its templates take back).
+std::string new_tool_call_id(ToolFormat format = ToolFormat::kHermes);
 
 }  // namespace folio::server

@@ -1,6 +1,6 @@
-// Tool calls read back from model output in each family's format, streamed
-// in pieces of every size alike; tools and schemas kept in the order written;
-// bad tool definitions refused with a 400 naming the problem.
+// Each family's tool format told from its template; tools and schemas kept in
+// the order written; bad tool definitions refused with a 400 naming the
+// problem; reasoning told apart from the answer at every piece size.
 #include "server/api/tool_calls.h"
 
 #include <gtest/gtest.h>
@@ -17,138 +17,14 @@
 namespace folio::server {
 namespace {
 
-struct Call {
-  std::string id, name, arguments;
-};
-
-struct Reading {
-  std::string content;
-  std::vector<Call> calls;
-};
-
-// The events of one output fed `piece` bytes at a time, folded as a client
-// folds streamed deltas.
-Reading read(ToolFormat format, const std::string& text, std::size_t piece) {
-  ToolCallParser parser(format);
-  Reading r;
-  auto fold = [&](const std::vector<OutputEvent>& events) {
-    for (const OutputEvent& e : events) {
-      switch (e.kind) {
-        case OutputEvent::Kind::kContent:
-          r.content += e.text;
-          break;
-        case OutputEvent::Kind::kCallStart:
-          EXPECT_EQ(e.index, static_cast<int>(r.calls.size()));
-          r.calls.push_back({e.id, e.text, ""});
-          break;
-        case OutputEvent::Kind::kArguments:
-          EXPECT_EQ(e.index, static_cast<int>(r.calls.size()) - 1);
-          r.calls.at(static_cast<std::size_t>(e.index)).arguments += e.text;
-          break;
-        case OutputEvent::Kind::kReasoning:
-          ADD_FAILURE() << "a tool parser gives no reasoning";
-          break;
-      }
-    }
-  };
-  for (std::size_t at = 0; at < text.size(); at += piece) fold(parser.feed(text.substr(at, piece)));
-  fold(parser.finish());
-  EXPECT_EQ(parser.num_calls(), static_cast<int>(r.calls.size()));
-  return r;
-}
-
-// Every piece size gives the reading the whole text gives.
-Reading read_all_ways(ToolFormat format, const std::string& text) {
-  const Reading whole = read(format, text, text.size() + 1);
-  for (std::size_t piece = 1; piece <= 7; ++piece) {
-    const Reading r = read(format, text, piece);
-    EXPECT_EQ(r.content, whole.content) << "piece " << piece;
-    EXPECT_EQ(r.calls.size(), whole.calls.size()) << "piece " << piece;
-    for (std::size_t i = 0; i < std::min(r.calls.size(), whole.calls.size()); ++i) {
-      EXPECT_EQ(r.calls[i].name, whole.calls[i].name);
-      EXPECT_EQ(r.calls[i].arguments, whole.calls[i].arguments) << "piece " << piece;
-    }
-  }
-  return whole;
-}
-
-TEST(ToolCallParserTest, HermesCallsStreamTheirArgumentsAndLeaveTheContent) {
-  const Reading r = read_all_ways(ToolFormat::kHermes,
-                                  "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
-                                  "\"Paris\", \"days\": [1, 2]}}\n</tool_call>\n<tool_call>\n{\"name\": \"add\", "
-                                  "\"arguments\": {\"a\": 1}}\n</tool_call>");
-  EXPECT_EQ(r.content, "Let me check.\n");
-  ASSERT_EQ(r.calls.size(), 2u);
-  EXPECT_EQ(r.calls[0].name, "get_weather");
-  EXPECT_EQ(r.calls[0].arguments, "{\"city\": \"Paris\", \"days\": [1, 2]}");
-  EXPECT_EQ(r.calls[1].name, "add");
-  EXPECT_EQ(r.calls[1].arguments, "{\"a\": 1}");
-  EXPECT_EQ(r.calls[0].id.rfind("call_", 0), 0u);
-  EXPECT_NE(r.calls[0].id, r.calls[1].id);
-}
-
-TEST(ToolCallParserTest, HermesCallsWithKeysInAnotherOrderAreReadWhole) {
-  const Reading r = read_all_ways(ToolFormat::kHermes,
-                                  "<tool_call>{\"arguments\": {\"q\": \"x\"}, \"name\": \"search\"}</tool_call>");
-  EXPECT_EQ(r.content, "");
-  ASSERT_EQ(r.calls.size(), 1u);
-  EXPECT_EQ(r.calls[0].name, "search");
-  EXPECT_EQ(r.calls[0].arguments, "{\"q\":\"x\"}");
-}
-
-TEST(ToolCallParserTest, TextThatIsNoCallStaysContentAsWritten) {
-  // A tag-like text that never opens, and a block that is no call.
-  EXPECT_EQ(read_all_ways(ToolFormat::kHermes, "a <tool_ b <tool_cal").content, "a <tool_ b <tool_cal");
-  const std::string broken = "x <tool_call>not json</tool_call> y";
-  const Reading r = read_all_ways(ToolFormat::kHermes, broken);
-  EXPECT_EQ(r.content, broken);
-  EXPECT_TRUE(r.calls.empty());
-  EXPECT_EQ(read_all_ways(ToolFormat::kHermes, "no calls here").content, "no calls here");
-}
-
-TEST(ToolCallParserTest, ACallCutOffByTheLengthKeepsWhatCame) {
-  const Reading r = read_all_ways(ToolFormat::kHermes, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": [1, 2");
-  ASSERT_EQ(r.calls.size(), 1u);
-  EXPECT_EQ(r.calls[0].name, "f");
-  EXPECT_EQ(r.calls[0].arguments, "{\"a\": [1, 2");
-  const Reading unnamed = read_all_ways(ToolFormat::kHermes, "<tool_call>\n{\"na");
-  EXPECT_TRUE(unnamed.calls.empty());
-  EXPECT_EQ(unnamed.content, "<tool_call>\n{\"na");
-}
-
-TEST(ToolCallParserTest, MistralAndLlama3CallsAreReadAtTheEnd) {
-  Reading m = read_all_ways(ToolFormat::kMistral,
-                            "[TOOL_CALLS][{\"name\": \"a\", \"arguments\": {\"x\": 1}}, {\"name\": \"b\", "
-                            "\"arguments\": {}}]");
-  ASSERT_EQ(m.calls.size(), 2u);
-  EXPECT_EQ(m.calls[0].name, "a");
-  EXPECT_EQ(m.calls[0].arguments, "{\"x\":1}");
-  EXPECT_EQ(m.calls[1].name, "b");
-  // The tag is a control token, so the text often starts at the array.
-  m = read_all_ways(ToolFormat::kMistral, "[{\"name\": \"a\", \"arguments\": {\"x\": 1}}]");
-  ASSERT_EQ(m.calls.size(), 1u);
-  EXPECT_EQ(read_all_ways(ToolFormat::kMistral, "Hello [there]").content, "Hello [there]");
-  EXPECT_EQ(read_all_ways(ToolFormat::kMistral, "[not a call]").content, "[not a call]");
-
-  Reading l = read_all_ways(ToolFormat::kLlama3, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}");
-  ASSERT_EQ(l.calls.size(), 1u);
-  EXPECT_EQ(l.calls[0].name, "get_weather");
-  EXPECT_EQ(l.calls[0].arguments, "{\"city\":\"Oslo\"}");
-  l = read_all_ways(ToolFormat::kLlama3,
-                    "<|python_tag|>{\"name\": \"a\", \"parameters\": {}}; {\"name\": \"b\", \"parameters\": {}}");
-  ASSERT_EQ(l.calls.size(), 2u);
-  EXPECT_EQ(l.calls[1].name, "b");
-  EXPECT_EQ(read_all_ways(ToolFormat::kLlama3, "The answer is 4.").content, "The answer is 4.");
-}
-
-TEST(ToolCallParserTest, TheFormatComesFromTheTemplate) {
+TEST(ToolFormatTest, TheFormatComesFromTheTemplate) {
   EXPECT_EQ(tool_format_of("{{- '<tool_call>\\n' }}"), ToolFormat::kHermes);
   EXPECT_EQ(tool_format_of("{{- '[TOOL_CALLS] ' }}"), ToolFormat::kMistral);
   EXPECT_EQ(tool_format_of("{%- if tools %}{{ '\"parameters\": ' }}{% endif %}"), ToolFormat::kLlama3);
   EXPECT_EQ(tool_format_of("{% for m in messages %}{{ m.content }}{% endfor %}"), ToolFormat::kGeneric);
 }
 
-TEST(ToolCallParserTest, TheServedFamiliesTemplatesAreToldApart) {
+TEST(ToolFormatTest, EveryFamilysTemplateIsToldApart) {
   auto format_of = [](const char* name) {
     std::ifstream in(std::string(FOLIO_SOURCE_DIR) + "/tests/data/chat_templates/" + name, std::ios::binary);
     EXPECT_TRUE(in) << name;
@@ -161,6 +37,23 @@ TEST(ToolCallParserTest, TheServedFamiliesTemplatesAreToldApart) {
   EXPECT_EQ(format_of("mistral-7b-instruct-v0.3.jinja"), ToolFormat::kMistral);
   EXPECT_EQ(format_of("smollm2-135m-instruct.jinja"), ToolFormat::kGeneric);
   EXPECT_EQ(format_of("gemma-3-it.jinja"), ToolFormat::kGeneric);
+  // Issue 39's families.
+  EXPECT_EQ(format_of("qwen3-coder.jinja"), ToolFormat::kQwenXml);
+  EXPECT_EQ(format_of("smollm3-3b.jinja"), ToolFormat::kHermes);
+  EXPECT_EQ(format_of("smollm3-3b-unsloth.jinja"), ToolFormat::kGeneric);
+  EXPECT_EQ(format_of("mistral-nemo-instruct-2407.jinja"), ToolFormat::kMistral);
+  EXPECT_EQ(format_of("mistral-small-3.2-24b-instruct-2506.jinja"), ToolFormat::kMistralArgs);
+  EXPECT_EQ(format_of("ministral-3-14b-reasoning-2512.jinja"), ToolFormat::kMistralArgs);
+  EXPECT_EQ(format_of("llama-3.3-70b-instruct.jinja"), ToolFormat::kLlama3);
+  EXPECT_EQ(format_of("llama-4-scout-17b-16e-instruct.jinja"), ToolFormat::kLlama3);
+  EXPECT_EQ(format_of("vllm-llama4-pythonic.jinja"), ToolFormat::kPythonic);
+  EXPECT_EQ(format_of("granite-3.3-2b-instruct.jinja"), ToolFormat::kGranite);
+  EXPECT_EQ(format_of("granite-4.0.jinja"), ToolFormat::kHermes);
+  EXPECT_EQ(format_of("phi-4-mini-instruct.jinja"), ToolFormat::kPhi4Mini);
+  EXPECT_EQ(format_of("glm-z1-9b-0414.jinja"), ToolFormat::kGlm4);
+  for (const char* none : {"gemma-2-it.jinja", "phi-3-mini-4k-instruct.jinja", "phi-3.5-mini-instruct.jinja",
+                           "olmo-2-1124-7b-sft.jinja"})
+    EXPECT_EQ(format_of(none), ToolFormat::kGeneric) << none;
 }
 
 // Reasoning pieces folded, the output fed `piece` bytes at a time.
@@ -185,6 +78,18 @@ TEST(ReasoningParserTest, ThinkingIsToldApartFromTheAnswerAtEveryPieceSize) {
       {true, "cut off while thinking", "cut off while thinking", ""},
       {false, "<think>x</think>", "x", ""},
       {false, "a <think>b</think>", "", "a <think>b</think>"},  // only a leading tag opens thinking
+      // Mistral's [THINK] tags (Magistral, Ministral 3 reasoning).
+      {false, "[THINK]Let me add.[/THINK]It is 4.", "Let me add.", "It is 4."},
+      {false, "  [THINK]x[/THINK]\n\ny", "x", "y"},
+      {true, "started inside[/THINK]answer", "started inside", "answer"},
+      {false, "[THIN", "", "[THIN"},
+      // Each pair closes only itself.
+      {false, "<think>a[/THINK]b</think>c", "a[/THINK]b", "c"},
+      // Granite 3.3 wraps its answer after a thought in <response> tags.
+      {false, "<think>plan</think>\n<response>Paris.</response>\n", "plan", "Paris."},
+      {false, "<think>plan</think><response>a</response> b", "plan", "a</response> b"},
+      {false, "<response>not after a thought</response>", "", "<response>not after a thought</response>"},
+      {false, "  leading space kept", "", "  leading space kept"},
   };
   for (const auto& [inside, text, reasoning, content] : cases)
     for (std::size_t piece = 1; piece <= text.size() + 1; ++piece) {
@@ -195,7 +100,11 @@ TEST(ReasoningParserTest, ThinkingIsToldApartFromTheAnswerAtEveryPieceSize) {
   EXPECT_TRUE(prompt_opens_thinking("<|Assistant|><think>\n"));
   EXPECT_FALSE(prompt_opens_thinking("<|im_start|>assistant\n<think>\n\n</think>\n\n"));
   EXPECT_FALSE(prompt_opens_thinking("<|im_start|>assistant\n"));
+  EXPECT_TRUE(prompt_opens_thinking("[INST]Hi[/INST][THINK]"));
   EXPECT_TRUE(template_thinks("{{ '<think>' }}...{{ '</think>' }}"));
+  EXPECT_TRUE(template_thinks("{{- '[THINK]' + block['thinking'] + '[/THINK]' }}"));
+  EXPECT_TRUE(template_thinks_in_control_tokens("{{- '[THINK]' + block['thinking'] + '[/THINK]' }}"));
+  EXPECT_FALSE(template_thinks_in_control_tokens("{{ '<think>' }}...{{ '</think>' }}"));
   EXPECT_FALSE(template_thinks("{{ messages }}"));
 }
 
