@@ -22,6 +22,7 @@ BELOW = {
     "tokenizer": {"jinja", "model", "core"},
     "engine": {"kv", "tokenizer", "model", "backend", "tensor", "core"},
     "offline": {"engine", "kv", "tokenizer", "model", "backend", "tensor", "core"},
+    "hub": {"core"},
     "server/http": {"core"},
     "server/events": {"engine", "kv", "core"},
     "server/api": {"server/http", "engine", "tokenizer", "kv", "model", "backend", "tensor", "core"},

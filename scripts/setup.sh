@@ -19,6 +19,9 @@ debian_packages=(
   chromium chromium-driver firefox-esr  # the web page's browser tests (tests/python/test_web_page.py)
   libzmq3-dev cppzmq-dev  # KV-cache events (--kv-events-endpoint): a ZeroMQ PUB socket
   nginx  # the affinity tier in deploy/nginx, run on loopback by tests/python/test_replicas.py
+  libcurl4-openssl-dev ca-certificates  # folio pull: HTTPS to the Hugging Face Hub (src/hub), the system's CA store
+  libssl-dev  # folio pull: SHA-256 (and git's SHA-1) of downloaded files, OpenSSL's libcrypto
+  tmux  # the terminal chat's test drives `folio chat` in a real terminal (tests/python/test_chat_terminal.py)
 )
 
 missing=()

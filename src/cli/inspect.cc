@@ -223,7 +223,7 @@ void add_inspect(CLI::App& app) {
   cmd->add_flag("--metadata", *show_all, "Also print every metadata key");
   cmd->add_flag("--no-tensors", *no_tensors, "Leave out the tensor table");
   cmd->callback([model, show_all, no_tensors] {
-    const std::string path = model->empty() ? default_model_path() : *model;
+    const std::string path = resolve_model(*model);
     if (is_model_directory(path)) return print_hf(path, !*no_tensors);
     GgufFile f = GgufFile::open(path);
     fmt::print("file: {} (GGUF v{}, {})\n", path, f.version(), human_bytes(static_cast<double>(f.file_size())));

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cli/chat.h"
 #include "cli/commands.h"
 
 namespace {
@@ -51,6 +52,8 @@ int main(int argc, char** argv) {
   folio::cli::add_kv_calc(app);
   folio::cli::add_serve(app);
   folio::cli::add_bench(app);
+  folio::cli::add_pull(app);
+  folio::cli::add_chat(app);
   for (const auto& [name, help] : kToolCommands) app.add_subcommand(name, help)->allow_extras();
   return folio::cli::run_app(app, argc, argv);
 }

@@ -13,7 +13,7 @@ ModelSessionOptions ModelOptions::resolved() const {
     for (const std::string& n : dummy_preset_names()) names += (names.empty() ? "" : ", ") + n;
     fail("--load-format dummy needs a preset: -m one of {}", names);
   }
-  o.model_path = model.empty() ? default_model_path() : model;
+  o.model_path = o.load_format == "dummy" ? model : resolve_model(model);
   if (!activations.empty()) o.backend.activations = *parse_dtype(activations);  // checked by the flag
   return o;
 }
@@ -44,10 +44,11 @@ void add_model_options(CLI::App* cmd, ModelOptions& o) {
       ->check(CLI::IsMember({"avx512", "avx2", "scalar"}));
 }
 
-std::shared_ptr<ModelSession> open_model(const ModelOptions& options) {
-  ModelSessionOptions o = options.resolved();
-  o.show_progress = true;
-  return open_model_session(o);
+std::shared_ptr<ModelSession> open_model(const ModelOptions& options) { return open_model(options.resolved()); }
+
+std::shared_ptr<ModelSession> open_model(ModelSessionOptions resolved) {
+  resolved.show_progress = true;
+  return open_model_session(resolved);
 }
 
 }  // namespace folio::cli

@@ -24,5 +24,7 @@ void add_model_options(CLI::App* cmd, ModelOptions& options);
 
 // Opens the model with a progress line for long loads.
 std::shared_ptr<ModelSession> open_model(const ModelOptions& options);
+// The same for options already resolved (a hub name pulled once, not twice).
+std::shared_ptr<ModelSession> open_model(ModelSessionOptions resolved);
 
 }  // namespace folio::cli

@@ -1,11 +1,14 @@
 // `folio run`: generate text from a prompt with one model on this machine,
-// streaming it as it comes, then one summary line.
+// streaming it as it comes, then one summary line. Without -p in a terminal
+// it opens the terminal chat (cli/chat.cc), as `folio chat` does.
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <random>
 
+#include "cli/chat.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "cli/speculative_options.h"
@@ -17,9 +20,11 @@
 namespace folio::cli {
 namespace {
 
+constexpr const char* kDefaultPrompt = "Tell me a short story about a robot who learns to paint.";
+
 struct RunOptions {
   ModelOptions model;
-  std::string prompt = "Tell me a short story about a robot who learns to paint.";
+  std::string prompt;  // empty: the chat in a terminal, kDefaultPrompt otherwise
   int max_tokens = 128;
   float temperature = 0.8f;
   int top_k = 40;
@@ -34,7 +39,20 @@ struct RunOptions {
   SpeculativeOptions speculative;
 };
 
-void run(const RunOptions& o) {
+void run(RunOptions o, bool max_tokens_given) {
+  if (o.prompt.empty()) {
+    if (isatty(STDIN_FILENO) && isatty(STDOUT_FILENO)) {
+      ChatOptions chat;
+      chat.model = o.model;
+      chat.system = o.system;
+      chat.temperature = o.temperature;
+      chat.top_p = o.top_p;
+      chat.seed = o.seed;
+      if (max_tokens_given) chat.max_tokens = o.max_tokens;
+      return run_chat(chat);
+    }
+    o.prompt = kDefaultPrompt;
+  }
   std::shared_ptr<ModelSession> session = open_model(o.model);
   const ModelConfig& config = session->config();
   const Vocab& vocab = session->tokenizer->vocab();
@@ -113,8 +131,10 @@ void add_run(CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "Generate text from a prompt");
   auto o = std::make_shared<RunOptions>();
   add_model_options(cmd, o->model);
-  cmd->add_option("-p,--prompt", o->prompt, "Prompt text");
-  cmd->add_option("-n,--max-tokens", o->max_tokens, "Most tokens to generate")->check(CLI::PositiveNumber);
+  cmd->add_option("-p,--prompt", o->prompt,
+                  "Prompt text (without one: a chat in a terminal, as folio chat; a story prompt otherwise)");
+  auto* max_tokens = cmd->add_option("-n,--max-tokens", o->max_tokens, "Most tokens to generate")
+                         ->check(CLI::PositiveNumber);
   cmd->add_option("--temp", o->temperature, "Temperature (0: greedy)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--top-k", o->top_k, "Top-k (0: off)");
   cmd->add_option("--top-p", o->top_p, "Top-p (1: off)");
@@ -126,7 +146,7 @@ void add_run(CLI::App& app) {
   cmd->add_option("-b,--batch", o->batch, "Prefill chunk size in tokens")->check(CLI::PositiveNumber);
   cmd->add_option("--kv-cache-dtype", o->kv_dtype, kKvCacheDTypeHelp);
   add_speculative_options(cmd, o->speculative);
-  cmd->callback([o] { run(*o); });
+  cmd->callback([o, max_tokens] { run(*o, max_tokens->count() > 0); });
 }
 
 }  // namespace folio::cli

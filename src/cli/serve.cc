@@ -69,7 +69,6 @@ void make_room_for_connections(int max_connections) {
                  static_cast<unsigned long long>(r.rlim_cur), max_connections, static_cast<unsigned long long>(want));
 }
 
-std::string model_name_of(const std::string& path) { return std::filesystem::path(path).stem().string(); }
 
 // SIGINT and SIGTERM, blocked in every thread so that only sigtimedwait takes them.
 sigset_t shutdown_signals() {
@@ -93,7 +92,8 @@ void serve(ServeOptions o) {
   std::signal(SIGPIPE, SIG_IGN);
 
   const ModelSessionOptions session_options = o.model.resolved();
-  if (o.server.served_model_name.empty()) o.server.served_model_name = model_name_of(session_options.model_path);
+  if (o.server.served_model_name.empty())
+    o.server.served_model_name = served_name_of(o.model.model, session_options.model_path);
   o.engine = o.engine_flags.resolved();
   // Bound before the model loads, so that a taken port fails at once.
   if (!o.kv_events.endpoint.empty()) {
@@ -141,8 +141,8 @@ void serve(ServeOptions o) {
   // The model loads on a thread of its own so that a signal can still stop
   // the server while a large file is read.
   const auto load_start = std::chrono::steady_clock::now();
-  auto loading = std::async(std::launch::async, [&o] {
-    std::shared_ptr<ModelSession> session = open_model(o.model);
+  auto loading = std::async(std::launch::async, [&o, &session_options] {
+    std::shared_ptr<ModelSession> session = open_model(session_options);
     return std::make_shared<Engine>(session, o.engine);
   });
   while (loading.wait_for(std::chrono::milliseconds(0)) != std::future_status::ready) {

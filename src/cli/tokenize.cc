@@ -93,7 +93,7 @@ void run_tokenize(const TokenizeOptions& o) {
   }
   if (!o.no_escape) text = process_escapes(text);
 
-  const std::string path = o.model.empty() ? default_model_path() : o.model;
+  const std::string path = resolve_model(o.model);
   const auto start = std::chrono::steady_clock::now();
   auto tokenizer = Tokenizer::create(is_model_directory(path) ? Vocab::from_hf(path)
                                                              : Vocab::from_gguf(GgufFile::open(path)));

@@ -78,6 +78,10 @@ LoadedModel load_model(const std::string& path, Backend& backend, const LoadProg
     weights = hf_weights(m.hf, *arch);
   } else {
     m.file = std::make_shared<const GgufFile>(GgufFile::open(path));
+    if (const std::int64_t parts = m.file->get_int("split.count", 1); parts > 1)
+      fail("{} is part {} of {} of a split GGUF file, which folio does not load yet: join the parts into one file "
+           "with llama.cpp's llama-gguf-split --merge",
+           path, m.file->get_int("split.no", 0) + 1, parts);
     m.config = ModelConfig::from_gguf(*m.file);
     arch = find_arch(m.config.architecture);
     if (arch == nullptr)

@@ -13,7 +13,9 @@
 
 #include "core/error.h"
 #include "model/gguf_file.h"
+#include "backend/backend_factory.h"
 #include "model/gguf_writer.h"
+#include "model/model_loader.h"
 #include "support/test_models.h"
 
 namespace folio {
@@ -236,6 +238,31 @@ TEST(GgufHostileMutations, GridTypesAreSizedPerBlock) {
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("not a multiple of the nvfp4 block size 64"));
   }
+}
+
+// A part of a split GGUF file (llama.cpp's gguf-split: split.no, split.count)
+// is refused with how to join the parts, not read as a model missing tensors.
+TEST(GgufHostile, SplitFilesSayHowToJoinThem) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / fmt::format("folio_split_{}.gguf", ::getpid())).string();
+  GgufWriter w;
+  w.set("general.architecture", GgufMetaValue::string("llama"));
+  w.set("split.no", GgufMetaValue::u16(0));
+  w.set("split.count", GgufMetaValue::u16(3));
+  w.set("split.tensors.count", GgufMetaValue::i32(0));
+  w.begin(path);
+  w.finish();
+  BackendOptions options;
+  options.name = "reference";
+  const auto backend = make_backend(options);
+  try {
+    load_model(path, *backend);
+    ADD_FAILURE() << "a split part loaded";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("part 1 of 3 of a split GGUF"));
+    EXPECT_THAT(e.what(), HasSubstr("llama-gguf-split --merge"));
+  }
+  std::filesystem::remove(path);
 }
 
 }  // namespace
