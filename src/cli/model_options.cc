@@ -18,8 +18,17 @@ ModelSessionOptions ModelOptions::resolved() const {
   return o;
 }
 
-void add_model_options(CLI::App* cmd, ModelOptions& o) {
-  cmd->add_option("-m,--model", o.model, "GGUF model file or Hugging Face directory (default: qwen2.5-coder-1.5b-instruct-q4_k_m.gguf in the models cache)");
+void add_model_options(CLI::App* cmd, ModelOptions& o, bool several) {
+  if (several) {
+    cmd->add_option("-m,--model", o.models,
+                    "GGUF model file, Hugging Face directory or hub name (default: "
+                    "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf in the models cache); repeat it to serve several, each "
+                    "as NAME=MODEL or under its own name; the first is the default and loads at start");
+  } else {
+    cmd->add_option("-m,--model", o.model,
+                    "GGUF model file, Hugging Face directory or hub name (default: "
+                    "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf in the models cache)");
+  }
   BackendOptions& b = o.session.backend;
   cmd->add_option("-t,--threads", b.num_threads, "CPU threads (default: one per hardware thread)");
   cmd->add_option("--backend", b.name,

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/model_session.h"
 
@@ -14,13 +15,15 @@ namespace folio::cli {
 struct ModelOptions {
   ModelSessionOptions session;
   std::string model;        // empty: the default model
+  std::vector<std::string> models;  // `folio serve`: every -m, in order (the first is also `model`)
   std::string activations;  // empty: the backend's default
 
   // The session options with the model path resolved.
   ModelSessionOptions resolved() const;
 };
 
-void add_model_options(CLI::App* cmd, ModelOptions& options);
+// `several`: -m may be repeated (into options.models), for folio serve.
+void add_model_options(CLI::App* cmd, ModelOptions& options, bool several = false);
 
 // Opens the model with a progress line for long loads.
 std::shared_ptr<ModelSession> open_model(const ModelOptions& options);

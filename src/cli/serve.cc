@@ -1,5 +1,7 @@
-// `folio serve`: the OpenAI-compatible HTTP server over one model. It listens
-// at once (GET /health and /ready answer 503 until the model has loaded),
+// `folio serve`: the OpenAI-compatible HTTP server over one model or several
+// (each -m, each model of --models-dir: the first loads at start, the others
+// when a request first names them). It listens at once (GET /health and
+// /ready answer 503 until the first model has loaded),
 // serves until SIGTERM or SIGINT, then refuses new work (/ready answers 503,
 // /health stays 200), lets running requests finish for up to
 // --shutdown-timeout seconds and exits 0.
@@ -23,6 +25,7 @@
 #include "cli/bench/bandwidth.h"
 #include "cli/commands.h"
 #include "cli/engine_options.h"
+#include "cli/model_list.h"
 #include "cli/model_options.h"
 #include "cli/startup_budget.h"
 #include "core/error.h"
@@ -46,7 +49,13 @@ struct ServeOptions {
   std::string chat_template_kwargs;
   double header_timeout_s = 10, body_timeout_s = 60, keep_alive_timeout_s = 5, write_timeout_s = 30;
   server::KvEventPublisherOptions kv_events;  // endpoint empty: no KV events
+  std::string models_dir;                     // every model in it is served too
+  std::string models_memory;                  // budget of the loaded models together, with a unit; empty: none
+  double model_keep_alive_s = -1;             // idle seconds before an unload; < 0: 300 with several models, else never
+  double model_load_timeout_s = 300;          // how long a request waits for its model to load
 };
+
+std::string gib(std::int64_t bytes) { return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1 << 30)); }
 
 std::chrono::milliseconds ms(double seconds) {
   return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000));
@@ -91,10 +100,43 @@ void serve(ServeOptions o) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
+  std::vector<ListedModel> listed;
+  for (const std::string& text : o.model.models) listed.push_back(parse_listed_model(text));
+  if (!o.models_dir.empty())
+    for (ListedModel& m : models_in_dir(o.models_dir)) listed.push_back(std::move(m));
+  if (listed.empty()) listed.push_back({});  // the default model
+  o.model.model = listed.front().text;
   const ModelSessionOptions session_options = o.model.resolved();
   if (o.server.served_model_name.empty())
-    o.server.served_model_name = served_name_of(o.model.model, session_options.model_path);
+    o.server.served_model_name =
+        listed.front().name.empty() ? served_name_of(o.model.model, session_options.model_path) : listed.front().name;
   o.engine = o.engine_flags.resolved();
+  // The others: resolved now (a hub name is pulled at start, not under a request), loaded on first use.
+  struct Lazy {
+    std::string name;
+    ModelSessionOptions session;
+  };
+  std::vector<Lazy> lazy;
+  for (std::size_t i = 1; i < listed.size(); ++i) {
+    ModelOptions m = o.model;
+    m.model = listed[i].text;
+    Lazy l{listed[i].name, m.resolved()};
+    if (l.name.empty()) l.name = served_name_of(listed[i].text, l.session.model_path);
+    lazy.push_back(std::move(l));
+  }
+  if (!lazy.empty() && o.engine_flags.speculative.method.starts_with("draft:"))
+    fail("--speculative {} names a draft for one model, but several are served; serve one model with it",
+         o.engine_flags.speculative.method);
+  if (!lazy.empty() && !o.kv_events.endpoint.empty())
+    fail("--kv-events-endpoint publishes one model's cache, but several are served; serve one model with it");
+  server::ModelPoolLimits& limits = o.server.models;
+  if (!o.models_memory.empty()) {
+    const auto bytes = parse_byte_size(o.models_memory);
+    if (!bytes || *bytes <= 0) fail("--models-memory \"{}\" is not a size; write it with a unit: 8GiB", o.models_memory);
+    limits.max_bytes = *bytes;
+  }
+  limits.keep_alive = ms(o.model_keep_alive_s >= 0 ? o.model_keep_alive_s : (lazy.empty() ? 0 : 300));
+  limits.load_wait = ms(o.model_load_timeout_s);
   // Bound before the model loads, so that a taken port fails at once.
   if (!o.kv_events.endpoint.empty()) {
     o.engine.kv_events = std::make_shared<server::KvEventPublisher>(o.kv_events);
@@ -160,8 +202,33 @@ void serve(ServeOptions o) {
     api.stop();
     throw;
   }
-  api.set_engine(engine);
+  std::function<std::shared_ptr<Engine>()> reload;  // with several models the first may unload too
+  if (!lazy.empty())
+    reload = [session = session_options, config = o.engine] {
+      return std::make_shared<Engine>(open_model_session(session), config);
+    };
+  api.set_engine(engine, session_options.model_path, std::move(reload));
   std::fprintf(stderr, "folio: %s\n", startup_budget(engine->session(), *engine).c_str());
+  for (const Lazy& l : lazy) {
+    const std::int64_t estimate = weight_bytes_on_disk(l.session.model_path) +
+                                  static_cast<std::int64_t>(o.engine.kv_cache_bytes);
+    api.add_model(l.name, l.session.model_path, estimate, [session = l.session, config = o.engine] {
+      return std::make_shared<Engine>(open_model_session(session), config);
+    });
+  }
+  if (!lazy.empty()) {
+    std::string listing;
+    for (const server::ModelStatus& m : api.models().status())
+      listing += fmt::format("\n  {} ({}, {}{})", m.name, m.source,
+                             m.state == server::ModelState::kLoaded ? "loaded, " : "on first use, about ", gib(m.num_bytes));
+    std::fprintf(stderr, "folio: serving %zu models, routed by the request's `model`:%s\n", lazy.size() + 1,
+                 listing.c_str());
+    std::fprintf(stderr, "folio: at most %s loaded at once%s; an idle one unloads after %s\n",
+                 limits.max_loaded > 0 ? std::to_string(limits.max_loaded).c_str() : "all",
+                 limits.max_bytes > 0 ? fmt::format(" within {} (--models-memory)", gib(limits.max_bytes)).c_str() : "",
+                 limits.keep_alive.count() > 0 ? fmt::format("{:.0f} s", limits.keep_alive.count() / 1000.0).c_str()
+                                               : "never");
+  }
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
   const KvUsage kv = engine->stats().kv;
   std::fprintf(stderr,
@@ -171,18 +238,25 @@ void serve(ServeOptions o) {
                kv.block_size, o.engine.kv_dtype.name().c_str(),
                static_cast<double>(engine->stats().kv_bytes) / (1 << 20),
                static_cast<std::size_t>(http.max_connections));
+  engine.reset();  // the pool holds it while it is loaded, and may unload it
   if (o.server.web.enabled)
     std::fprintf(stderr, "folio: the web page (chat, \"How big is the cache?\", the engine live) is at %s/\n",
                  url.c_str());
 
   int sig = 0;
-  while ((sig = wait_signal(signals, std::chrono::milliseconds(1000))) == 0) {
-  }
+  while ((sig = wait_signal(signals, std::chrono::milliseconds(1000))) == 0) api.models().sweep_idle();
   const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o.shutdown_timeout_s * 1000));
   std::fprintf(stderr, "folio: %s received; finishing running requests (up to %.0f s)\n", strsignal(sig),
                o.shutdown_timeout_s);
   api.begin_drain();
-  const bool finished = engine->drain(timeout);
+  bool finished = true;
+  const auto drain_start = std::chrono::steady_clock::now();
+  for (const auto& served : api.models().loaded()) {
+    const auto spent = std::chrono::steady_clock::now() - drain_start;
+    finished = served->engine->drain(std::max(std::chrono::milliseconds(0),
+                                              timeout - std::chrono::duration_cast<std::chrono::milliseconds>(spent))) &&
+               finished;
+  }
   // The engine is done; give the HTTP threads a moment to write the last events.
   api.wait_until_idle(std::chrono::seconds(5));
   api.stop();
@@ -194,7 +268,7 @@ void serve(ServeOptions o) {
 void add_serve(CLI::App& app) {
   auto* cmd = app.add_subcommand("serve", "Serve a model over an OpenAI-compatible HTTP API");
   auto o = std::make_shared<ServeOptions>();
-  add_model_options(cmd, o->model);
+  add_model_options(cmd, o->model, /*several=*/true);
   server::ServerOptions& s = o->server;
   EngineConfig& e = o->engine_flags.config;
   server::HttpServerOptions& h = s.http;
@@ -206,7 +280,23 @@ void add_serve(CLI::App& app) {
                   "open). Visible in ps: prefer --api-key-file or FOLIO_API_KEY");
   cmd->add_option("--api-key-file", o->api_key_file, "File of API keys, one per line (# starts a comment)");
   cmd->add_option("--served-model-name", s.served_model_name,
-                  "The model's name in the API (default: the file name without .gguf)");
+                  "The (first) model's name in the API (default: the file name without .gguf)");
+  cmd->add_option("--models-dir", o->models_dir,
+                  "Serve every model in this folder too (GGUF files, Hugging Face folders), each under its file name, "
+                  "loaded when a request first names it");
+  cmd->add_option("--max-loaded-models", s.models.max_loaded,
+                  "With several models: how many stay loaded at once; the least recently used unloads for a newcomer "
+                  "(default: no cap)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--models-memory", o->models_memory,
+                  "With several models: the bytes (weights and KV cache) loaded models may hold together, with a "
+                  "unit, e.g. 12GiB (default: no budget)");
+  cmd->add_option("--model-keep-alive", o->model_keep_alive_s,
+                  "With several models: seconds a model may sit idle before it unloads; 0: never (default 300)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--model-load-timeout", o->model_load_timeout_s,
+                  "Seconds a request waits for its model to load before it gets 503 (default 300)")
+      ->check(CLI::PositiveNumber);
   add_engine_options(cmd, o->engine_flags);
   cmd->add_option("--max-waiting", e.max_waiting, "Requests queued before new ones get 429")
       ->check(CLI::PositiveNumber);

@@ -42,7 +42,8 @@ bool path_matches(const char* route, const std::string& path) {
 
 }  // namespace
 
-ApiServer::ApiServer(ServerOptions options) : options_(std::move(options)), started_unix_(unix_seconds()) {
+ApiServer::ApiServer(ServerOptions options)
+    : options_(std::move(options)), started_unix_(unix_seconds()), pool_(options_.models) {
   http_ = std::make_unique<HttpServer>(options_.http, static_cast<HttpHandler&>(*this));
   if (options_.web.enabled) web_ = std::make_unique<WebPage>(options_.web);
 }
@@ -53,7 +54,7 @@ int ApiServer::start() { return http_->start(); }
 
 void ApiServer::stop() { http_->stop(); }
 
-void ApiServer::set_engine(std::shared_ptr<Engine> engine) {
+LoadedModel ApiServer::make_served(std::shared_ptr<Engine> engine, const std::string& name) {
   auto s = std::make_shared<Served>();
   const ModelSession& session = engine->session();
   s->context.tokenizer = session.tokenizer.get();
@@ -70,16 +71,43 @@ void ApiServer::set_engine(std::shared_ptr<Engine> engine) {
   s->context.tool_format = tool_format_of(s->context.chat_template->source());
   s->context.reasoning = options_.reasoning_parser == "think" ||
                          (options_.reasoning_parser == "auto" && template_thinks(s->context.chat_template->source()));
-  s->context.served_model_name = options_.served_model_name;
+  s->context.served_model_name = name;
   s->context.max_n = options_.max_n;
   s->context.allow_special_in_messages = options_.allow_special_in_messages;
   s->max_choices_per_client = options_.max_choices_per_client > 0 ? options_.max_choices_per_client
                                                                   : std::max(1, engine->config().max_waiting / 2);
   // A request larger than a client's whole share is refused as too large (400), not as busy.
   s->context.max_choices = std::min(options_.max_choices_per_request, s->max_choices_per_client);
+  {
+    std::lock_guard lock(mutex_);
+    std::shared_ptr<ServerCounters>& finished = finished_by_model_[name];
+    if (!finished) finished = std::make_shared<ServerCounters>();
+    s->finished = finished.get();
+  }
+  const std::int64_t num_bytes =
+      static_cast<std::int64_t>(session.loaded.weights->total_bytes() + engine->stats().kv_bytes);
   s->engine = std::move(engine);
-  std::lock_guard lock(mutex_);
-  served_ = std::move(s);
+  return LoadedModel{std::move(s), num_bytes};
+}
+
+std::function<LoadedModel()> ApiServer::loader(const std::string& name,
+                                               std::function<std::shared_ptr<Engine>()> load) {
+  if (!load) return {};
+  return [this, name, load = std::move(load)] { return make_served(load(), name); };
+}
+
+void ApiServer::set_engine(std::shared_ptr<Engine> engine, std::string source,
+                           std::function<std::shared_ptr<Engine>()> reload) {
+  const std::string name = options_.served_model_name;
+  LoadedModel loaded = make_served(std::move(engine), name);
+  pool_.add_loaded(ModelSpec{name, std::move(source), loaded.num_bytes, loader(name, std::move(reload))},
+                   std::move(loaded));
+  started_ = true;
+}
+
+void ApiServer::add_model(const std::string& name, const std::string& source, std::int64_t estimated_bytes,
+                          std::function<std::shared_ptr<Engine>()> load) {
+  pool_.add(ModelSpec{name, source, estimated_bytes, loader(name, std::move(load))});
 }
 
 void ApiServer::begin_drain() { draining_ = true; }
@@ -95,15 +123,10 @@ bool ApiServer::wait_until_idle(std::chrono::milliseconds timeout) {
   return http_->wait_until_quiet(std::max(std::chrono::milliseconds(0), timeout - spent));
 }
 
-std::shared_ptr<const ApiServer::Served> ApiServer::served(bool for_work) const {
-  std::shared_ptr<const Served> s;
-  {
-    std::lock_guard lock(mutex_);
-    s = served_;
-  }
-  if (!s) throw ApiError(503, "the model is still loading; try again shortly (GET /ready answers 200 when ready)");
+std::shared_ptr<const ApiServer::Served> ApiServer::served(const std::optional<std::string>& model, bool for_work) {
+  if (!started_) throw ApiError(503, "the model is still loading; try again shortly (GET /ready answers 200 when ready)");
   if (for_work && draining_) throw ApiError(503, "the server is shutting down and takes no new requests");
-  return s;
+  return pool_.acquire(model.value_or(""));
 }
 
 // ---- the HTTP side ----------------------------------------------------------
@@ -114,8 +137,8 @@ constexpr const char* kRouteList =
     "this server answers POST /v1/completions, POST /v1/chat/completions, POST /v1/messages, POST /v1/responses, GET "
     "/v1/models, GET "
     "/health, GET /ready, GET "
-    "/metrics, POST /tokenize, POST /detokenize and GET /version (and the web page at GET /, unless "
-    "--no-web-page)";
+    "/metrics, POST /tokenize, POST /detokenize, GET /version, POST /models/load and POST /models/unload (and the web "
+    "page at GET /, unless --no-web-page)";
 
 }  // namespace
 
@@ -128,6 +151,8 @@ const ApiServer::Route* ApiServer::find_route(const std::string& method, const s
       {"GET", "/v1/models", true, &ApiServer::models},
       {"GET", kModelsPrefix, true, &ApiServer::models},
       {"GET", "/metrics", true, &ApiServer::metrics},
+      {"POST", "/models/load", true, &ApiServer::load_model},
+      {"POST", "/models/unload", true, &ApiServer::unload_model},
       {"POST", "/tokenize", true, &ApiServer::tokenize},
       {"POST", "/detokenize", true, &ApiServer::detokenize},
       {"POST", "/v1/completions", true, &ApiServer::completions},
@@ -272,7 +297,7 @@ void ApiServer::health(const HttpRequest&, HttpExchange& ex) {
   // Liveness: 503 while loading (vLLM is not up then either), 200 after,
   // draining included, so that a liveness probe never kills a replica that
   // is finishing its requests.
-  served(/*for_work=*/false);
+  if (!started_) throw ApiError(503, "the model is still loading; try again shortly (GET /ready answers 200 when ready)");
   HttpResponse r;
   r.content_type.clear();
   ex.respond(std::move(r));
@@ -281,7 +306,8 @@ void ApiServer::health(const HttpRequest&, HttpExchange& ex) {
 void ApiServer::ready(const HttpRequest&, HttpExchange& ex) {
   // Readiness: 200 only while new work is taken, so that a router or a
   // Service sends none here while loading or draining.
-  served(/*for_work=*/true);
+  if (!started_) throw ApiError(503, "the model is still loading; try again shortly (GET /ready answers 200 when ready)");
+  if (draining_) throw ApiError(503, "the server is shutting down and takes no new requests");
   HttpResponse r;
   r.content_type.clear();
   ex.respond(std::move(r));
@@ -292,60 +318,102 @@ void ApiServer::version(const HttpRequest&, HttpExchange& ex) {
 }
 
 void ApiServer::models(const HttpRequest& req, HttpExchange& ex) {
-  Json model = {
-      {"id", options_.served_model_name}, {"object", "model"}, {"created", started_unix_}, {"owned_by", "folio"}};
-  {
-    std::lock_guard lock(mutex_);
-    if (served_) model["max_model_len"] = served_->context.max_model_len;
+  std::vector<ModelStatus> status = pool_.status();
+  if (status.empty()) {
+    status.emplace_back();
+    status.back().name = options_.served_model_name;
+    status.back().state = ModelState::kLoading;
+  }
+  Json data = Json::array();
+  for (const ModelStatus& m : status) {
+    Json model = {{"id", m.name}, {"object", "model"}, {"created", started_unix_}, {"owned_by", "folio"}};
+    if (const auto s = pool_.peek(m.name)) model["max_model_len"] = s->context.max_model_len;
+    model["status"] = Json{{"value", model_state_name(m.state)}};
+    if (!m.error.empty()) model["status"]["error"] = m.error;
+    data.push_back(std::move(model));
   }
   if (path_matches(kModelsPrefix, req.path)) {
     const std::string id = req.path.substr(std::string_view(kModelsPrefix).size());
-    if (id != options_.served_model_name)
-      throw ApiError(404,
-                     fmt::format("The model `{}` does not exist; this server serves `{}`", printable(id, 256),
-                                 options_.served_model_name),
-                     "model", "model_not_found");
-    return ex.respond(json_response(model));
+    for (const Json& model : data)
+      if (model["id"] == id) return ex.respond(json_response(model));
+    std::string names;
+    for (const ModelStatus& m : status) names += (names.empty() ? "`" : ", `") + m.name + "`";
+    throw ApiError(404, fmt::format("The model `{}` does not exist; this server serves {}", printable(id, 256), names),
+                   "model", "model_not_found");
   }
-  ex.respond(json_response(Json{{"object", "list"}, {"data", Json::array({model})}}));
+  ex.respond(json_response(Json{{"object", "list"}, {"data", std::move(data)}}));
+}
+
+void ApiServer::load_model(const HttpRequest& req, HttpExchange& ex) {
+  const Json body = parse_json_object(req.body);
+  const std::optional<std::string> name = get_string(body, "model");
+  if (!name) bad_request("model", "name the model to load: {\"model\": NAME}, one of GET /v1/models");
+  served(name, /*for_work=*/true);
+  ex.respond(json_response(Json{{"success", true}, {"model", *name}, {"status", "loaded"}}));
+}
+
+void ApiServer::unload_model(const HttpRequest& req, HttpExchange& ex) {
+  const Json body = parse_json_object(req.body);
+  const std::optional<std::string> name = get_string(body, "model");
+  if (!name) bad_request("model", "name the model to unload: {\"model\": NAME}, one of GET /v1/models");
+  if (!pool_.has(*name))
+    throw ApiError(404, fmt::format("The model `{}` does not exist", printable(*name, 256)), "model",
+                   "model_not_found");
+  if (!pool_.unload(*name) && pool_.peek(*name))
+    throw ApiError(409, fmt::format("the model `{}` is serving requests; unload it when they finish", *name));
+  ex.respond(json_response(Json{{"success", true}, {"model", *name}, {"status", "unloaded"}}));
 }
 
 void ApiServer::metrics(const HttpRequest&, HttpExchange& ex) {
-  std::shared_ptr<const Served> s;
-  {
-    std::lock_guard lock(mutex_);
-    s = served_;
+  std::vector<ModelStatus> status = pool_.status();
+  if (status.empty()) {
+    status.emplace_back();
+    status.back().name = options_.served_model_name;
   }
-  std::optional<EngineStats> stats;
-  std::optional<KvEventSinkStats> kv_events;
-  if (s) {
-    stats = s->engine->stats();
-    if (s->engine->config().kv_events) kv_events = s->engine->config().kv_events->stats();
+  // Held while the page is written: what each source points into.
+  std::vector<std::shared_ptr<const Served>> held;
+  std::vector<EngineStats> stats;
+  std::vector<std::optional<KvEventSinkStats>> kv_events;
+  held.reserve(status.size());
+  stats.reserve(status.size());
+  kv_events.reserve(status.size());
+  std::vector<ModelMetrics> models;
+  for (const ModelStatus& m : status) {
+    ModelMetrics mm;
+    mm.name = m.name;
+    std::shared_ptr<const Served> s = pool_.peek(m.name);
+    {
+      std::lock_guard lock(mutex_);
+      const auto it = finished_by_model_.find(m.name);
+      if (it != finished_by_model_.end()) mm.counters = it->second.get();
+    }
+    if (s) {
+      stats.push_back(s->engine->stats());
+      mm.engine = &stats.back();
+      mm.engine_config = &s->engine->config();
+      if (s->engine->config().kv_events) {
+        kv_events.push_back(s->engine->config().kv_events->stats());
+        mm.kv_events = &*kv_events.back();
+      }
+      held.push_back(std::move(s));
+    }
+    models.push_back(mm);
   }
   const HttpServer::Stats http = http_->stats();
   HttpResponse r;
   r.content_type = "text/plain; version=0.0.4";
-  MetricsSources sources;
-  sources.engine = stats ? &*stats : nullptr;
-  sources.engine_config = s ? &s->engine->config() : nullptr;
-  sources.kv_events = kv_events ? &*kv_events : nullptr;
-  sources.http = &http;
-  r.body = prometheus_metrics(sources, counters_, options_.served_model_name);
+  r.body = prometheus_metrics(models, counters_, &http);
   ex.respond(std::move(r));
 }
 
 void ApiServer::web_page(const HttpRequest& req, HttpExchange& ex) {
-  std::shared_ptr<const Served> s;
-  {
-    std::lock_guard lock(mutex_);
-    s = served_;
-  }
+  const std::shared_ptr<const Served> s = pool_.peek("");
   web_->handle(req, ex, s ? s->engine.get() : nullptr);
 }
 
 void ApiServer::tokenize(const HttpRequest& req, HttpExchange& ex) {
-  auto s = served(false);
   const Json body = parse_json_object(req.body);
+  auto s = served(get_string(body, "model"), false);
   check_model_name(get_string(body, "model"), s->context);
   const bool return_strs = get_bool(body, "return_token_strs").value_or(false);
   std::vector<TokenId> ids;
@@ -370,8 +438,8 @@ void ApiServer::tokenize(const HttpRequest& req, HttpExchange& ex) {
 }
 
 void ApiServer::detokenize(const HttpRequest& req, HttpExchange& ex) {
-  auto s = served(false);
   const Json body = parse_json_object(req.body);
+  auto s = served(get_string(body, "model"), false);
   check_model_name(get_string(body, "model"), s->context);
   const Json* tokens = field_of(body, "tokens");
   if (tokens == nullptr || !tokens->is_array()) bad_request("tokens", "tokens must be an array of token ids");
@@ -408,8 +476,9 @@ void ApiServer::release_choices(const std::string& client, int n) {
 }
 
 void ApiServer::completions(const HttpRequest& req, HttpExchange& ex) {
-  auto s = served(/*for_work=*/true);
-  GenerationJob job = read_completion_request(parse_json_object(req.body), s->context);
+  const Json body = parse_json_object(req.body);
+  auto s = served(get_string(body, "model"), /*for_work=*/true);
+  GenerationJob job = read_completion_request(body, s->context);
   run_job(req, ex, *s, std::move(job), {});
 }
 
@@ -435,15 +504,16 @@ void ApiServer::run_job(const HttpRequest& req, HttpExchange& ex, const Served& 
   } release{this, req.client, choices};
   GenerationContext context;
   context.engine = served_model.engine;
-  context.counters = &counters_;
-  context.model_name = options_.served_model_name;
+  context.counters = served_model.finished;
+  context.model_name = served_model.context.served_model_name;
   run_generation(context, std::move(job), ex, shape);
 }
 
 void ApiServer::run_chat(const HttpRequest& req, HttpExchange& ex, ChatRequest (*read)(const Json&),
                          const ShapeMaker& shape) {
-  auto s = served(/*for_work=*/true);
-  GenerationJob job = make_chat_job(read(parse_json_object(req.body)), s->context);
+  ChatRequest chat = read(parse_json_object(req.body));
+  auto s = served(chat.fields.model, /*for_work=*/true);
+  GenerationJob job = make_chat_job(std::move(chat), s->context);
   run_job(req, ex, *s, std::move(job), shape);
 }
 
@@ -474,8 +544,8 @@ void ApiServer::responses(const HttpRequest& req, HttpExchange& ex) {
 
 void ApiServer::count_message_tokens(const HttpRequest& req, HttpExchange& ex) {
   try {
-    auto s = served(false);
     const ChatRequest chat = read_messages_request(parse_json_object(req.body), /*count_only=*/true);
+    auto s = served(chat.fields.model, false);
     check_model_name(chat.fields.model, s->context);
     const std::vector<TokenId> ids = tokenize_chat(chat, s->context, /*add_special_tokens=*/false);
     ex.respond(json_response(Json{{"input_tokens", ids.size()}}));

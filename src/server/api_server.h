@@ -2,7 +2,9 @@
 // POST /v1/completions and /v1/chat/completions (JSON or server-sent events),
 // GET /v1/models, GET /health (liveness), GET /ready (readiness), GET
 // /metrics (Prometheus), POST /tokenize and /detokenize (vLLM's shapes), GET
-// /version. It listens before the model has loaded (/health and /ready answer
+// /version, POST /models/load and /models/unload. Several models may be
+// served, each routed to by a request's `model` (a ModelPool loads and
+// unloads them); the first is the default. It listens before the model has loaded (/health and /ready answer
 // 503 until set_engine), refuses new work while it drains (/ready turns 503,
 // /health stays 200), and turns every bad request into an OpenAI-shaped error
 // without ever stopping. Route, method and key are checked on the header
@@ -16,6 +18,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -28,6 +31,7 @@
 #include "server/api/server_counters.h"
 #include "server/api_keys.h"
 #include "server/http/http_server.h"
+#include "server/model_pool.h"
 #include "server/web/web_page.h"
 
 namespace folio::server {
@@ -46,6 +50,7 @@ struct ServerOptions {
   std::vector<std::string> allowed_origins;  // --allowed-origins: CORS for browser clients ("*": any); empty: none
   std::string reasoning_parser = "auto";     // --reasoning-parser: auto (when the template thinks), think, none
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();  // defaults under a request's own
+  ModelPoolLimits models;                    // how many models stay loaded, in how many bytes, for how long
 };
 
 class ApiServer final : private HttpHandler {
@@ -58,8 +63,17 @@ class ApiServer final : private HttpHandler {
   // Binds and starts serving on a thread of its own; returns the port. Throws
   // Error when the address cannot be bound.
   int start();
-  // The model is loaded: generation routes open, /health and /ready answer 200.
-  void set_engine(std::shared_ptr<Engine> engine);
+  // The model is loaded: generation routes open, /health and /ready answer
+  // 200. It is served as served_model_name, the default model; with
+  // `reload` it may be unloaded like the others and loaded again by it.
+  void set_engine(std::shared_ptr<Engine> engine, std::string source = "",
+                  std::function<std::shared_ptr<Engine>()> reload = {});
+  // One more model, loaded by `load` when a request first names it (and
+  // again after an unload); `estimated_bytes` is what it is expected to hold.
+  void add_model(const std::string& name, const std::string& source, std::int64_t estimated_bytes,
+                 std::function<std::shared_ptr<Engine>()> load);
+  // The models served; the serve loop sweeps the idle ones, shutdown drains.
+  ModelPool& models() { return pool_; }
   // New work is refused with 503 from now on (and by /ready); running
   // requests go on.
   void begin_drain();
@@ -71,12 +85,7 @@ class ApiServer final : private HttpHandler {
   const ServerOptions& options() const { return options_; }
 
  private:
-  struct Served {
-    std::shared_ptr<Engine> engine;
-    ModelContext context;
-    int max_choices_per_client = 0;
-    std::unique_ptr<ChatTemplate> chat_template;  // --chat-template, when given
-  };
+  using Served = ServedModel;
   using Method = void (ApiServer::*)(const HttpRequest&, HttpExchange&);
   struct Route {
     const char* method;  // GET also answers HEAD
@@ -98,8 +107,14 @@ class ApiServer final : private HttpHandler {
   // The route for a method and path; `allow` gets the methods the path takes
   // ("" for a path no route has), for 405 and OPTIONS.
   const Route* find_route(const std::string& method, const std::string& path, std::string* allow) const;
-  // The loaded model; throws 503 while loading, or draining when `for_work`.
-  std::shared_ptr<const Served> served(bool for_work) const;
+  // The model a request names (empty: the default), loaded; throws 503
+  // while the first one loads, or draining when `for_work`, and what
+  // ModelPool::acquire throws.
+  std::shared_ptr<const Served> served(const std::optional<std::string>& model, bool for_work);
+  // A pool loader that makes what `load` opens ready under `name`; none without `load`.
+  std::function<LoadedModel()> loader(const std::string& name, std::function<std::shared_ptr<Engine>()> load);
+  // `engine` made ready for requests under `name`.
+  LoadedModel make_served(std::shared_ptr<Engine> engine, const std::string& name);
 
   // Runs a read job, within the client's share of choices.
   void run_job(const HttpRequest& req, HttpExchange& ex, const Served& s, GenerationJob job, const ShapeMaker& shape);
@@ -119,6 +134,9 @@ class ApiServer final : private HttpHandler {
   void version(const HttpRequest& req, HttpExchange& ex);
   void models(const HttpRequest& req, HttpExchange& ex);
   void metrics(const HttpRequest& req, HttpExchange& ex);
+  // POST /models/load and /models/unload {"model": NAME} (llama-server's router routes).
+  void load_model(const HttpRequest& req, HttpExchange& ex);
+  void unload_model(const HttpRequest& req, HttpExchange& ex);
   void web_page(const HttpRequest& req, HttpExchange& ex);
 
   // A client's share of the engine's queue: choices queued or running.
@@ -132,7 +150,9 @@ class ApiServer final : private HttpHandler {
   std::unique_ptr<WebPage> web_;  // null with --no-web-page
 
   mutable std::mutex mutex_;
-  std::shared_ptr<const Served> served_;
+  ModelPool pool_;
+  std::map<std::string, std::shared_ptr<ServerCounters>> finished_by_model_;  // kept across unloads
+  std::atomic<bool> started_{false};  // the first model has loaded
   std::atomic<bool> draining_{false};
   int num_generating_ = 0;
   std::condition_variable idle_;

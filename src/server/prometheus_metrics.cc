@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <map>
+
 namespace folio::server {
 namespace {
 
@@ -24,15 +26,24 @@ std::string escape_label(const std::string& v) {
 // Prometheus floats: integers without a fraction, the rest round-trippable.
 std::string number(double v) { return fmt::format("{}", v); }
 
+// Samples grouped by family: a family written for a second model gets its
+// samples under the first one's HELP and TYPE, as the format requires.
 class Writer {
  public:
-  explicit Writer(const std::string& model) : labels_(fmt::format("model_name=\"{}\"", escape_label(model))) {}
+  void set_model(const std::string& model) { labels_ = fmt::format("model_name=\"{}\"", escape_label(model)); }
 
   void family(const std::string& name, const char* type, const char* help) {
-    out_ += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+    for (std::size_t i = 0; i < families_.size(); ++i)
+      if (families_[i].name == name) {
+        current_ = i;
+        return;
+      }
+    families_.push_back({name, fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type), ""});
+    current_ = families_.size() - 1;
   }
   void sample(const std::string& name, double value, const std::string& extra_labels = "") {
-    out_ += fmt::format("{}{{{}{}}} {}\n", name, labels_, extra_labels.empty() ? "" : "," + extra_labels, number(value));
+    families_[current_].samples +=
+        fmt::format("{}{{{}{}}} {}\n", name, labels_, extra_labels.empty() ? "" : "," + extra_labels, number(value));
   }
   void gauge(const std::string& name, const char* help, double value) {
     family(name, "gauge", help);
@@ -54,17 +65,27 @@ class Writer {
     sample(name + "_sum", h.sum());
     sample(name + "_count", static_cast<double>(h.count()));
   }
-  std::string take() { return std::move(out_); }
+  std::string take() const {
+    std::string out;
+    for (const Family& f : families_) out += f.head + f.samples;
+    return out;
+  }
 
  private:
+  struct Family {
+    std::string name;
+    std::string head;  // HELP and TYPE
+    std::string samples;
+  };
   std::string labels_;
-  std::string out_;
+  std::vector<Family> families_;  // in the order first written
+  std::size_t current_ = 0;
 };
 
 // The families vLLM also has, under its names: written once with folio's
 // prefix and once with vLLM's, so that a router or a dashboard configured
 // for vLLM (the Gateway API Inference Extension, llm-d) reads folio as is.
-void write_shared(Writer& w, const std::string& p, const EngineStats* stats, const ServerCounters& counters) {
+void write_shared(Writer& w, const std::string& p, const EngineStats* stats, const ServerCounters* counters) {
   if (stats != nullptr) {
     const EngineStats& s = *stats;
     w.gauge(p + "num_requests_running", "Sequences in the running batch.", s.num_running);
@@ -93,7 +114,7 @@ void write_shared(Writer& w, const std::string& p, const EngineStats* stats, con
     w.histogram(p + "request_queue_time_seconds", "Time from arrival to the first scheduled step.", s.queue_time);
   }
   w.family(p + "request_success_total", "counter", "Finished completions (choices) by finish reason.");
-  auto finished = counters.finished();
+  auto finished = counters != nullptr ? counters->finished() : std::map<std::string, std::int64_t>{};
   for (const char* reason : {"stop", "length", "abort"}) finished.try_emplace(reason, 0);
   for (const auto& [reason, count] : finished)
     w.sample(p + "request_success_total", static_cast<double>(count),
@@ -117,12 +138,7 @@ void write_vllm_only(Writer& w, const EngineStats& s, const EngineConfig* config
   w.sample("vllm:lora_requests_info", 0, "max_lora=\"0\",running_lora_adapters=\"\",waiting_lora_adapters=\"\"");
 }
 
-
-}  // namespace
-
-std::string prometheus_metrics(const MetricsSources& in, const ServerCounters& counters, const std::string& model_name) {
-  Writer w(model_name);
-  write_shared(w, "folio:", in.engine, counters);
+void write_folio_only(Writer& w, const ModelMetrics& in) {
   if (in.engine != nullptr) {
     const EngineStats& s = *in.engine;
     w.gauge("folio:kv_cache_blocks_used", "KV cache blocks referenced by running sequences.", s.kv.num_used_blocks);
@@ -147,24 +163,44 @@ std::string prometheus_metrics(const MetricsSources& in, const ServerCounters& c
               "KV event batches dropped because the publisher's queue was full (a gap in the sequence numbers).",
               static_cast<double>(in.kv_events->num_dropped_batches));
   }
+}
+
+void write_http(Writer& w, const ServerCounters& server, const HttpServer::Stats* http) {
   w.family("folio:http_responses_total", "counter", "HTTP responses by status code.");
-  for (const auto& [status, count] : counters.statuses())
+  for (const auto& [status, count] : server.statuses())
     w.sample("folio:http_responses_total", static_cast<double>(count), fmt::format("status=\"{}\"", status));
-  if (in.http != nullptr) {
-    const HttpServer::Stats* http = in.http;
-    w.gauge("folio:http_connections", "Client connections open.", http->num_connections);
-    w.gauge("folio:http_idle_connections", "Keep-alive connections waiting for a request.", http->num_idle_connections);
-    w.counter("folio:http_connections_refused_total",
-              "Connections refused on arrival (over --max-connections or --max-connections-per-client).",
-              static_cast<double>(http->num_refused_connections));
-    w.counter("folio:http_idle_connections_closed_total", "Idle keep-alive connections closed to make room.",
-              static_cast<double>(http->num_evicted_idle));
-    w.gauge("folio:http_pending_body_bytes", "Request body bytes being read or parsed.",
-            static_cast<double>(http->pending_body_bytes));
-    w.gauge("folio:http_worker_threads", "Threads started for request handlers.", http->num_workers);
+  if (http == nullptr) return;
+  w.gauge("folio:http_connections", "Client connections open.", http->num_connections);
+  w.gauge("folio:http_idle_connections", "Keep-alive connections waiting for a request.", http->num_idle_connections);
+  w.counter("folio:http_connections_refused_total",
+            "Connections refused on arrival (over --max-connections or --max-connections-per-client).",
+            static_cast<double>(http->num_refused_connections));
+  w.counter("folio:http_idle_connections_closed_total", "Idle keep-alive connections closed to make room.",
+            static_cast<double>(http->num_evicted_idle));
+  w.gauge("folio:http_pending_body_bytes", "Request body bytes being read or parsed.",
+          static_cast<double>(http->pending_body_bytes));
+  w.gauge("folio:http_worker_threads", "Threads started for request handlers.", http->num_workers);
+}
+
+}  // namespace
+
+std::string prometheus_metrics(const std::vector<ModelMetrics>& models, const ServerCounters& server,
+                               const HttpServer::Stats* http) {
+  // Written in the order of a single model's page: folio's families, the
+  // server's, then vLLM's.
+  Writer w;
+  for (const ModelMetrics& m : models) {
+    w.set_model(m.name);
+    write_shared(w, "folio:", m.engine, m.counters);
+    write_folio_only(w, m);
   }
-  write_shared(w, "vllm:", in.engine, counters);
-  if (in.engine != nullptr) write_vllm_only(w, *in.engine, in.engine_config);
+  w.set_model(models.empty() ? std::string() : models.front().name);
+  write_http(w, server, http);
+  for (const ModelMetrics& m : models) {
+    w.set_model(m.name);
+    write_shared(w, "vllm:", m.engine, m.counters);
+    if (m.engine != nullptr) write_vllm_only(w, *m.engine, m.engine_config);
+  }
   return w.take();
 }
 

@@ -4,10 +4,12 @@
 // built for vLLM (the Gateway API Inference Extension's model-server protocol
 // reads vllm:num_requests_waiting, vllm:kv_cache_usage_perc, ...). Every
 // family has HELP and TYPE lines; histograms have cumulative _bucket{le}
-// lines, _sum, _count.
+// lines, _sum, _count. Several models share each family, told apart by the
+// model_name label vLLM uses.
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "engine/engine.h"
 #include "server/api/server_counters.h"
@@ -15,17 +17,20 @@
 
 namespace folio::server {
 
-// What the page is made of; a null source leaves its families out (no
-// engine while loading, no KV events unless --kv-events-endpoint).
-struct MetricsSources {
+// One served model's part of the page; a null source leaves its families
+// out (no engine while it is not loaded, no KV events unless
+// --kv-events-endpoint).
+struct ModelMetrics {
+  std::string name;  // the model_name label of its samples
   const EngineStats* engine = nullptr;
   const EngineConfig* engine_config = nullptr;
   const KvEventSinkStats* kv_events = nullptr;
-  const HttpServer::Stats* http = nullptr;
+  const ServerCounters* counters = nullptr;  // its finished requests
 };
 
-// model_name labels every sample.
-std::string prometheus_metrics(const MetricsSources& sources, const ServerCounters& counters,
-                               const std::string& model_name);
+// The page: each family once, with a sample per model; the server's own
+// families (HTTP) carry the first model's name.
+std::string prometheus_metrics(const std::vector<ModelMetrics>& models, const ServerCounters& server,
+                               const HttpServer::Stats* http);
 
 }  // namespace folio::server

@@ -22,7 +22,7 @@ import time
 import httpx
 import pytest
 
-from conftest import BUILD_DIR, start_folio_server
+from conftest import BUILD_DIR, model_path, start_folio_server
 
 KEY = "web-page-test-key"
 AUTH = {"Authorization": f"Bearer {KEY}"}
@@ -475,3 +475,30 @@ def test_firefox_chat_planner_and_live_view(server, tmp_path_factory):
         raise
     finally:
         firefox.close()
+
+
+def test_a_person_picks_the_model_when_several_are_served(browser, tmp_path_factory):
+    gemma = model_path("gemma-3-270m-q4_k_m.gguf")
+    s = start_folio_server(tmp_path_factory, "web-two", "-m", f"gemma={gemma}", "--kv-cache-memory", "64MiB",
+                           "--max-model-len", "512")
+    try:
+        browser.get(s.url + "/#chat")
+        wait_for(lambda: js(browser, "return document.getElementById('model-pick').options.length") == 2, 20,
+                 "the model menu")
+        assert text(browser, "#model-pick option[value=gemma]") == "gemma (unloaded)"
+        set_field(browser, "model-pick", "gemma")
+        click(browser, "toggle-settings")
+        set_field(browser, "set-temperature", 0)
+        set_field(browser, "set-max-tokens", 8)
+        send(browser, "Hello")
+        reply, _ = wait_reply(browser)
+        assert reply["body"]
+        models = {m["id"]: m["status"]["value"] for m in httpx.get(s.url + "/v1/models", timeout=30).json()["data"]}
+        assert models["gemma"] == "loaded", models  # the page's request named the model picked
+        assert "POST /v1/chat/completions 200" in s.log()
+        # The choice is kept across a reload.
+        browser.refresh()
+        wait_for(lambda: js(browser, "return document.getElementById('model-pick').value") == "gemma", 20,
+                 "the kept choice")
+    finally:
+        assert s.stop() == 0
