@@ -40,7 +40,7 @@ def model(server):
 def test_a_text_answer_streamed_and_not(client, model):
     m = client.messages.create(model=model, max_tokens=24, extra_body=GREEDY, system="You answer briefly.",
                                messages=[{"role": "user", "content": "Name a colour."}])
-    assert m.type == "message" and m.role == "assistant" and m.id.startswith("msg")
+    assert m.type == "message" and m.role == "assistant" and m.id.startswith("msg_")
     assert [b.type for b in m.content] == ["text"] and m.content[0].text
     assert m.stop_reason in ("end_turn", "max_tokens")
     assert m.usage.input_tokens > 0 and 0 < m.usage.output_tokens <= 24
@@ -64,7 +64,7 @@ def test_forced_tool_use_and_a_tool_result_round_trip(client, model):
                                tool_choice={"type": "any", "disable_parallel_tool_use": True})
     assert m.stop_reason == "tool_use"
     uses = [b for b in m.content if b.type == "tool_use"]
-    assert len(uses) == 1 and uses[0].name == "get_weather"
+    assert len(uses) == 1 and uses[0].name == "get_weather" and uses[0].id.startswith("toolu_")
     jsonschema.validate(uses[0].input, WEATHER["input_schema"])
     # The same call streamed: the input arrives as input_json_delta fragments.
     with client.messages.stream(model=model, max_tokens=120, extra_body=GREEDY, messages=ASK, tools=[WEATHER],

@@ -44,7 +44,8 @@ def events_of(client, **request):
 def test_a_text_answer_streamed_and_not(client, model):
     r = client.responses.create(model=model, input="Name a colour.", instructions="Answer briefly.",
                                 temperature=0, max_output_tokens=24)
-    assert r.object == "response" and r.id.startswith("resp") and r.status in ("completed", "incomplete")
+    assert r.object == "response" and r.id.startswith("resp_") and r.status in ("completed", "incomplete")
+    assert r.output[0].id.startswith("msg_")  # the prefixes OpenAI spells, which clients match
     assert [item.type for item in r.output] == ["message"]
     assert r.output_text and r.output[0].content[0].type == "output_text"
     assert r.usage.input_tokens > 0 and 0 < r.usage.output_tokens <= 24

@@ -155,6 +155,13 @@ void append_event(std::string& out, const char* name, const Json& data) {
   out += fmt::format("event: {}\ndata: {}\n\n", name, dump_json(data));
 }
 
+// A call's id as Anthropic spells it (toolu_...); the reader names calls as OpenAI does (call_...).
+std::string tool_use_id(const std::string& call_id) {
+  constexpr std::string_view kOpenAi = "call_";
+  if (call_id.rfind(kOpenAi, 0) == 0) return "toolu_" + call_id.substr(kOpenAi.size());
+  return call_id;
+}
+
 Json usage_json(const Usage& u) {
   return {{"input_tokens", u.prompt_tokens - u.cached_tokens},
           {"cache_creation_input_tokens", 0},
@@ -168,7 +175,7 @@ class MessagesShape final : public AnswerShape {
   MessagesShape(const GenerationJob& job, std::string model)
       : prompt_tokens_(static_cast<std::int64_t>(job.prompts.at(0).size())),
         model_(std::move(model)),
-        id_(new_response_id("msg")),
+        id_(new_response_id("msg_")),
         reader_(job) {}
 
   std::string opening_events() override {
@@ -198,7 +205,7 @@ class MessagesShape final : public AnswerShape {
           break;
         case OutputEvent::Kind::kCallStart:
           open_block(out, Block::kToolUse,
-                     {{"type", "tool_use"}, {"id", e.id}, {"name", e.text}, {"input", Json::object()}},
+                     {{"type", "tool_use"}, {"id", tool_use_id(e.id)}, {"name", e.text}, {"input", Json::object()}},
                      /*always_new=*/true);
           break;
         case OutputEvent::Kind::kArguments:
@@ -239,7 +246,7 @@ class MessagesShape final : public AnswerShape {
           append_text(Block::kThinking, "thinking", e.text);
           break;
         case OutputEvent::Kind::kCallStart:
-          blocks_.push_back({Block::kToolUse, {{"type", "tool_use"}, {"id", e.id}, {"name", e.text}}, ""});
+          blocks_.push_back({Block::kToolUse, {{"type", "tool_use"}, {"id", tool_use_id(e.id)}, {"name", e.text}}, ""});
           break;
         case OutputEvent::Kind::kArguments:
           if (!blocks_.empty()) blocks_.back().arguments += e.text;

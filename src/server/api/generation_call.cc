@@ -149,7 +149,7 @@ class OpenAiShape final : public AnswerShape {
   OpenAiShape(const GenerationJob& job, const Tokenizer& tokenizer, const std::string& model_name)
       : job_(job),
         builder_(job, tokenizer, model_name,
-                 new_response_id(job.endpoint == Endpoint::kChatCompletions ? "chatcmpl" : "cmpl"), unix_seconds()) {}
+                 new_response_id(job.endpoint == Endpoint::kChatCompletions ? "chatcmpl-" : "cmpl-"), unix_seconds()) {}
 
   std::string opening_events() override {
     std::string out;

@@ -26,7 +26,7 @@ std::string new_response_id(const char* prefix) {
     return (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
   }();
   static std::atomic<std::uint64_t> counter{0};
-  return fmt::format("{}-{:016x}{:08x}", prefix, nonce, counter.fetch_add(1) & 0xFFFFFFFFu);
+  return fmt::format("{}{:016x}{:08x}", prefix, nonce, counter.fetch_add(1) & 0xFFFFFFFFu);
 }
 
 ResponseBuilder::ResponseBuilder(const GenerationJob& job, const Tokenizer& tokenizer, std::string model_name,

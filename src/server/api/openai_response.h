@@ -79,7 +79,9 @@ class ResponseBuilder {
   std::vector<Json> prompt_logprobs_;  // [prompts] vLLM's prompt_logprobs (null when not asked)
 };
 
-// "cmpl-..." / "chatcmpl-..." ids, unique within a server run.
+// An id unique within a server run: `prefix` and 24 hex digits. The prefix
+// is the API's own spelling, separator included ("chatcmpl-", "cmpl-",
+// "resp_", "msg_", ...): clients and test suites match it.
 std::string new_response_id(const char* prefix);
 
 }  // namespace folio::server

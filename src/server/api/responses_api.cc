@@ -110,7 +110,7 @@ class ResponsesShape final : public AnswerShape {
  public:
   ResponsesShape(const GenerationJob& job, std::string model)
       : model_(std::move(model)),
-        id_(item_id("resp")),
+        id_(item_id("resp_")),
         created_(unix_seconds()),
         max_tokens_(job.params.max_tokens),
         reader_(job) {}
@@ -219,7 +219,7 @@ class ResponsesShape final : public AnswerShape {
     text_.clear();
     call_id_ = call_id;
     name_ = name;
-    item_id_ = item_id(kind == Item::kMessage ? "msg" : kind == Item::kCall ? "fc" : "rs");
+    item_id_ = item_id(kind == Item::kMessage ? "msg_" : kind == Item::kCall ? "fc_" : "rs_");
     if (out == nullptr) return;
     event(*out, "response.output_item.added", {{"output_index", index()}, {"item", item_json("in_progress")}});
     if (kind != Item::kCall)

@@ -283,6 +283,38 @@ TEST_F(ApiMappingTest, EachApiShapesTheSameAnswerItsWay) {
   EXPECT_EQ(x["usage"]["output_tokens"], 2);
 }
 
+// Clients and test suites match ids by their prefix: OpenAI's responses are
+// resp_..., their items msg_ / fc_ / rs_..., Anthropic's messages msg_... and
+// its tool uses toolu_...; chat completions stay chatcmpl-... and cmpl-....
+TEST_F(ApiMappingTest, IdsAreSpelledAsEachApiSpellsThem) {
+  auto starts = [](const Json& id, const std::string& prefix) {
+    return id.is_string() && id.get<std::string>().rfind(prefix, 0) == 0 &&
+           id.get<std::string>().size() > prefix.size() + 8;
+  };
+  EXPECT_TRUE(starts(new_response_id("chatcmpl-"), "chatcmpl-"));
+  const std::string call = "<tool_call>\n{\"name\": \"get\", \"arguments\": {}}\n</tool_call>";
+  const GenerationJob m = messages(R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 50,
+      "tools": [{"name": "get", "input_schema": {}}]})");
+  std::unique_ptr<AnswerShape> anthropic = make_messages_shape(m, *tokenizer_, "m");
+  anthropic->add(0, delta("Hi. " + call, true));
+  const Json a = parse_json_object(anthropic->response({}));
+  EXPECT_TRUE(starts(a["id"], "msg_")) << a.dump();
+  EXPECT_TRUE(starts(a["content"][1]["id"], "toolu_")) << a.dump();
+
+  model_.reasoning = true;
+  const GenerationJob r = responses(R"({"input": "hi", "tools": [{"type": "function", "name": "get",
+      "parameters": {}}]})");
+  std::unique_ptr<AnswerShape> shape = make_responses_shape(r, *tokenizer_, "m");
+  shape->add(0, delta("<think>so</think>Hi. " + call, true));
+  const Json x = parse_json_object(shape->response({}));
+  EXPECT_TRUE(starts(x["id"], "resp_")) << x.dump();
+  ASSERT_EQ(x["output"].size(), 3u) << x.dump();
+  EXPECT_TRUE(starts(x["output"][0]["id"], "rs_")) << x.dump();
+  EXPECT_TRUE(starts(x["output"][1]["id"], "msg_")) << x.dump();
+  EXPECT_TRUE(starts(x["output"][2]["id"], "fc_")) << x.dump();
+  EXPECT_TRUE(starts(x["output"][2]["call_id"], "call_")) << x.dump();
+}
+
 TEST_F(ApiMappingTest, AToolCallIsReadBackInEachApisShape) {
   const std::string tools = R"("tools": [{"type": "function", "function": {"name": "get", "parameters": {}}}])";
   const GenerationJob c = chat(std::string("{") + kUser + ", " + tools + "}");
