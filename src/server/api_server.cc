@@ -68,6 +68,7 @@ void ApiServer::set_engine(std::shared_ptr<Engine> engine) {
   s->context.max_model_len = engine->max_model_len();
   s->context.constraints = session.constraints.get();
   s->context.tool_format = tool_format_of(s->context.chat_template->source());
+  s->context.null_tool_call_content = template_tests_for_null_content(s->context.chat_template->source());
   s->context.reasoning = options_.reasoning_parser == "think" ||
                          (options_.reasoning_parser == "auto" && template_thinks(s->context.chat_template->source()));
   s->context.served_model_name = options_.served_model_name;

@@ -77,9 +77,18 @@ std::vector<TokenId> encode_conversation(const ChatRequest& r, const ModelContex
     described = r.messages;
     describe_tools_in_messages(described, r.tools);
     messages = &described;
-  } else if (r.tools) {
-    refuse_special_text(r.tools->definitions, "tools", model);
-    options.tools = r.tools->definitions;
+  } else {
+    if (r.tools) {
+      refuse_special_text(r.tools->definitions, "tools", model);
+      options.tools = r.tools->definitions;
+    }
+    const bool has_null = std::any_of(r.messages.begin(), r.messages.end(),
+                                      [](const ChatMessage& m) { return m.content_null; });
+    if (has_null && !model.null_tool_call_content) {
+      described = r.messages;
+      for (ChatMessage& m : described) m.content_null = false;
+      messages = &described;
+    }
   }
   try {
     return encode_chat(*model.chat_template, *model.tokenizer, *messages, options, add_special_tokens,

@@ -5,6 +5,8 @@
 // that name the field; and the answer shapes write what each API's clients read.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 
@@ -133,6 +135,56 @@ TEST_F(ApiMappingTest, SchemasKeepTheirWrittenKeyOrder) {
       "function": {"name": "f", "parameters": {"type": "object", "properties": {"zeta": {}, "alpha": {}}}}}]})");
   ASSERT_TRUE(t.tools);
   EXPECT_EQ(dump_json(t.tools->parameters.at(0)["properties"]), R"({"zeta":{},"alpha":{}})");
+}
+
+// An assistant turn that only calls tools reaches the template with content
+// "" (what llama-server and vLLM hand it), so that templates which use content
+// as a string (Qwen3's as llama.cpp ships it: '</think>' in content) render
+// it; templates that test content for none (DeepSeek-R1's distills, in
+// tests/data/chat_templates) keep the null they test for.
+TEST_F(ApiMappingTest, AToolCallOnlyTurnReachesTheTemplateWithEmptyContent) {
+  const ChatTemplate strict(
+      "{% for m in messages %}<|im_start|>{{ m.role }}\n{% if '</think>' in m.content %}{% endif %}"
+      "{{ m.content }}<|im_end|>\n{% endfor %}<|im_start|>assistant\n");
+  model_.chat_template = &strict;
+  const std::string tools = R"("tools": [{"type": "function", "function": {"name": "get", "parameters": {}}}])";
+  const GenerationJob c = chat(R"({"messages": [{"role": "user", "content": "Weather?"},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+        "function": {"name": "get", "arguments": "{}"}}]},
+      {"role": "tool", "tool_call_id": "c1", "content": "sunny"}], )" + tools + "}");
+  const GenerationJob m = messages(R"({"messages": [{"role": "user", "content": "Weather?"},
+      {"role": "assistant", "content": [{"type": "tool_use", "id": "c1", "name": "get", "input": {}}]},
+      {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": "sunny"}]}],
+      "tools": [{"name": "get", "input_schema": {}}], "max_tokens": 5})");
+  const GenerationJob r = responses(R"({"input": [{"role": "user", "content": "Weather?"},
+      {"type": "function_call", "call_id": "c1", "name": "get", "arguments": "{}"},
+      {"type": "function_call_output", "call_id": "c1", "output": "sunny"}],
+      "tools": [{"type": "function", "name": "get", "parameters": {}}]})");
+  const std::string turn = "<|im_start|>assistant\n<|im_end|>\n<|im_start|>tool\nsunny<|im_end|>";
+  for (const GenerationJob* job : {&c, &m, &r})
+    EXPECT_NE(tokenizer_->decode(job->prompts.at(0), true).find(turn), std::string::npos)
+        << tokenizer_->decode(job->prompts.at(0), true);
+
+  std::ifstream in(testing::source_path("tests/data/chat_templates/deepseek-r1-distill-qwen.jinja"), std::ios::binary);
+  const ChatTemplate deepseek(std::string(std::istreambuf_iterator<char>(in), {}));
+  EXPECT_TRUE(template_tests_for_null_content(deepseek.source()));
+  EXPECT_FALSE(template_tests_for_null_content(template_->source()));
+  EXPECT_FALSE(template_tests_for_null_content(strict.source()));
+  // DeepSeek's own template also concatenates the arguments as a string, so
+  // the none branch is shown on a template that tests only that.
+  const ChatTemplate tests_none(
+      "{% for m in messages %}{% if m.content is none %}[calls {{ m.tool_calls[0].function.name }}]"
+      "{% else %}{{ m.content }}{% endif %}{% endfor %}");
+  EXPECT_TRUE(template_tests_for_null_content(tests_none.source()));
+  model_.chat_template = &tests_none;
+  model_.null_tool_call_content = true;
+  const std::string text = tokenizer_->decode(
+      chat(R"({"messages": [{"role": "user", "content": "Weather?"}, {"role": "assistant", "content": null,
+      "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "get", "arguments": "{}"}}]}],
+      "add_generation_prompt": false})")
+          .prompts.at(0),
+      true);
+  EXPECT_EQ(text, "Weather?[calls get]");
 }
 
 struct Refusal {
