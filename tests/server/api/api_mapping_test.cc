@@ -265,6 +265,21 @@ const Refusal kRefusals[] = {
 
 INSTANTIATE_TEST_SUITE_P(Api, ApiRefusalTest, ::testing::ValuesIn(kRefusals));
 
+// llama-server's {"type": "json_object", "schema": {...}} is that schema's
+// constraint (the compiler's cache gives the very same one).
+TEST_F(ApiMappingTest, AJsonObjectFormatWithASchemaIsThatSchema) {
+  const std::string schema = R"({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]})";
+  const GenerationJob with_schema = chat(std::string("{") + kUser +
+                                         R"(, "response_format": {"type": "json_object", "schema": )" + schema + "}}");
+  const GenerationJob json_schema = chat(std::string("{") + kUser +
+                                         R"(, "response_format": {"type": "json_schema", "json_schema": {"name": "x",
+      "schema": )" + schema + "}}}");
+  const GenerationJob any_object = chat(std::string("{") + kUser + R"(, "response_format": {"type": "json_object"}})");
+  ASSERT_NE(with_schema.params.constraint, nullptr);
+  EXPECT_EQ(with_schema.params.constraint.get(), json_schema.params.constraint.get());
+  EXPECT_NE(with_schema.params.constraint.get(), any_object.params.constraint.get());
+}
+
 TEST_F(ApiMappingTest, AnOverlongPromptSaysContextLengthExceeded) {
   model_.max_model_len = 8;
   for (const char* api : {"chat", "completions"}) {
