@@ -145,6 +145,33 @@ Json chat_tool_choice(const Json& choice, std::optional<bool>& parallel) {
   bad_request("tool_choice", fmt::format("tool_choice.type \"{}\" is not auto, any, tool or none", printable(t, 64)));
 }
 
+// Anthropic's structured outputs: output_config.format (what the client's
+// messages.parse(output_format=...) sends) or the beta's top-level
+// output_format, {"type": "json_schema", "schema": {...}}.
+std::optional<RequestedConstraint> output_format(const Json& body) {
+  const Json* format = nullptr;
+  std::string param;
+  if (const Json* config = get_object(body, "output_config")) {
+    format = field_of(*config, "format");
+    param = "output_config.format";
+  }
+  if (const Json* beta = field_of(body, "output_format")) {
+    if (format != nullptr)
+      bad_request("output_format", "output_format and output_config.format both give the format; give one");
+    format = beta;
+    param = "output_format";
+  }
+  if (format == nullptr) return std::nullopt;
+  const Json* type = format->is_object() ? field_of(*format, "type") : nullptr;
+  if (type == nullptr || *type != "json_schema")
+    bad_request(param, fmt::format("{} must be {{\"type\": \"json_schema\", \"schema\": {{...}}}}: JSON schemas are the "
+                                   "output formats served",
+                                   param));
+  const Json* schema = field_of(*format, "schema");
+  if (schema == nullptr) bad_request(param, fmt::format("{}.schema is missing: give the JSON schema the answer must follow", param));
+  return RequestedConstraint{param, {ConstraintSpec::Kind::kJsonSchema, schema_text(*schema, param + ".schema"), {}}};
+}
+
 const char* stop_reason(const std::string& finish) {
   if (finish == "length") return "max_tokens";
   if (finish == "tool_calls") return "tool_use";
@@ -347,6 +374,12 @@ ChatRequest read_messages_request(const Json& body, bool count_only) {
   // The names Anthropic shares with OpenAI (model, temperature, top_p, top_k,
   // stream) and the server's extensions (structured outputs, seed, min_p, ...).
   r.fields = read_request_fields(body);
+  if (std::optional<RequestedConstraint> format = output_format(body)) {
+    if (r.fields.output_format)
+      bad_request(format->param, fmt::format("{} and {} both constrain the output; give only one", format->param,
+                                             r.fields.output_format->param));
+    r.fields.output_format = std::move(format);
+  }
   if (field_of(body, "n") != nullptr && r.fields.sampling.n != 1)
     bad_request("n", "the Messages API gives one answer per request; leave n out");
   r.max_tokens = read_max_tokens(body, "max_tokens");

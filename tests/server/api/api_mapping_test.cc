@@ -253,6 +253,22 @@ const Refusal kRefusals[] = {
     {"messages", R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5,
         "tool_choice": {"type": "sometimes"}})",
      400, "tool_choice", "is not auto, any, tool or none"},
+    {"messages", R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5,
+        "output_config": {"format": {"type": "xml", "schema": {}}}})",
+     400, "output_config.format", "json_schema"},
+    {"messages", R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5,
+        "output_config": {"format": {"type": "json_schema"}}})",
+     400, "output_config.format", "schema"},
+    {"messages", R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5,
+        "output_config": {"format": {"type": "json_schema", "schema": {"$ref": "#/$defs/Nope"}}}})",
+     400, "output_config.format", "Nope"},
+    {"messages", R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5,
+        "output_config": {"format": {"type": "json_schema", "schema": {}}}, "guided_regex": "a+"})",
+     400, "output_config.format", "both constrain"},
+    {"messages", R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5,
+        "tools": [{"name": "get", "input_schema": {}}], "tool_choice": {"type": "any"},
+        "output_config": {"format": {"type": "json_schema", "schema": {}}}})",
+     400, "tool_choice", "cannot also constrain"},
     {"responses", R"({"input": "hi", "previous_response_id": "r"})", 400, "previous_response_id", "not stored"},
     {"responses", R"({"input": []})", 400, "input", "non-empty array"},
     {"responses", R"({"input": "hi", "text": {"format": {"type": "yaml"}}})", 400, "text", "text.format.type"},
@@ -278,6 +294,27 @@ TEST_F(ApiMappingTest, AJsonObjectFormatWithASchemaIsThatSchema) {
   ASSERT_NE(with_schema.params.constraint, nullptr);
   EXPECT_EQ(with_schema.params.constraint.get(), json_schema.params.constraint.get());
   EXPECT_NE(with_schema.params.constraint.get(), any_object.params.constraint.get());
+}
+
+// Anthropic's structured outputs: output_config.format (what the anthropic
+// client's messages.parse(output_format=...) sends), and the beta's
+// top-level output_format, are the schema's constraint, as response_format's.
+TEST_F(ApiMappingTest, AnthropicOutputFormatIsTheSchemasConstraint) {
+  const std::string schema = R"({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"],
+      "additionalProperties": false})";
+  const GenerationJob c = chat(std::string("{") + kUser +
+                               R"(, "response_format": {"type": "json_schema", "json_schema": {"name": "x",
+      "schema": )" + schema + "}}}");
+  const GenerationJob m = messages(std::string("{") + kUser + R"(, "max_tokens": 20,
+      "output_config": {"format": {"type": "json_schema", "schema": )" + schema + "}}}");
+  const GenerationJob beta = messages(std::string("{") + kUser + R"(, "max_tokens": 20,
+      "output_format": {"type": "json_schema", "schema": )" + schema + "}}");
+  const GenerationJob effort_only = messages(std::string("{") + kUser + R"(, "max_tokens": 20,
+      "output_config": {"effort": "low"}})");
+  ASSERT_NE(c.params.constraint, nullptr);
+  EXPECT_EQ(m.params.constraint.get(), c.params.constraint.get());
+  EXPECT_EQ(beta.params.constraint.get(), c.params.constraint.get());
+  EXPECT_EQ(effort_only.params.constraint, nullptr);
 }
 
 TEST_F(ApiMappingTest, AnOverlongPromptSaysContextLengthExceeded) {
