@@ -162,11 +162,10 @@ class FieldsExchange final : public HttpExchange {
     response.fields.insert(response.fields.end(), fields_.begin(), fields_.end());
     inner_.respond(std::move(response));
   }
-  void begin_stream(int status, const std::string& content_type, const HttpFields& fields,
-                    std::string heartbeat) override {
+  void begin_stream(int status, const std::string& content_type, const HttpFields& fields) override {
     HttpFields all = fields;
     all.insert(all.end(), fields_.begin(), fields_.end());
-    inner_.begin_stream(status, content_type, all, std::move(heartbeat));
+    inner_.begin_stream(status, content_type, all);
   }
   bool write(std::string bytes) override { return inner_.write(std::move(bytes)); }
   void end_stream() override { inner_.end_stream(); }

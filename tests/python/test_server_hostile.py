@@ -395,23 +395,56 @@ def test_paths_with_control_characters_never_reach_the_log(server):
 
 
 def test_half_closed_request_gets_its_whole_answer(server):
-    for stream in (False, True):
-        body = {"prompt": "Count: one, two,", "max_tokens": 40, "ignore_eos": True, "temperature": 0,
-                "stream": stream}
-        s = connect(server)
-        s.sendall(post("/v1/completions", body))
-        s.shutdown(socket.SHUT_WR)  # a FIN: nothing more to send, still reading
-        raw = read_until_close(s, 30)
-        s.close()
-        assert statuses(raw)[-1] == 200, raw[:300]
-        if stream:
-            events = [line[6:] for line in raw.decode().split("\n") if line.startswith("data: ")]
-            assert events[-1] == "[DONE]"
-            assert json.loads(events[-2])["choices"][0]["finish_reason"] == "length"
-        else:
-            answer = body_of(raw)
-            assert answer["choices"][0]["finish_reason"] == "length"
-            assert answer["usage"]["completion_tokens"] == 40
+    # HTTP allows a half-close, and tools send one: the answer comes whole and
+    # alone, with no interim 100 Continue the client did not ask for (a client
+    # that reads the first status line saw 0 of 24 tokens). Several times, so
+    # that answers slower and quicker than a moment are both seen.
+    for attempt in range(3):
+        for stream in (False, True):
+            body = {"prompt": "Count: one, two,", "max_tokens": 40, "ignore_eos": True, "temperature": 0,
+                    "stream": stream}
+            s = connect(server)
+            s.sendall(post("/v1/completions", body))
+            s.shutdown(socket.SHUT_WR)  # a FIN: nothing more to send, still reading
+            raw = read_until_close(s, 30)
+            s.close()
+            assert raw.startswith(b"HTTP/1.1 200 OK\r\n"), raw[:300]
+            assert statuses(raw) == [200], raw[:300]
+            if stream:
+                events = [line[6:] for line in raw.decode().split("\n") if line.startswith("data: ")]
+                assert events[-1] == "[DONE]"
+                assert json.loads(events[-2])["choices"][0]["finish_reason"] == "length"
+                assert len(events) == 41, len(events)  # 40 tokens, then [DONE]
+            else:
+                answer = body_of(raw)
+                assert answer["choices"][0]["finish_reason"] == "length"
+                assert answer["usage"]["completion_tokens"] == 40
+
+
+def test_a_client_that_vanishes_mid_stream_is_aborted_at_its_next_token(server):
+    # A client that closes its socket (a FIN, then nothing) is found gone by
+    # the write that follows: its socket answers with a reset. Its sequence
+    # stops within a token or two of what it had read, not at max_tokens.
+    body = {"prompt": "Count:", "max_tokens": 400, "ignore_eos": True, "temperature": 0, "stream": True}
+    s = connect(server)
+    s.sendall(post("/v1/completions", body))
+    s.shutdown(socket.SHUT_WR)
+    got = b""
+    while got.count(b"data: ") < 5:
+        d = s.recv(65536)
+        assert d, got
+        got += d
+    s.close()  # everything sent so far was read: a FIN, no reset yet
+    received = got.count(b"data: ")
+    deadline = time.monotonic() + 10
+    line = None
+    while line is None and time.monotonic() < deadline:
+        lines = [l for l in server.log().splitlines() if "POST /v1/completions 200" in l and "hung up" in l]
+        line = lines[-1] if lines else None
+        time.sleep(0.05)
+    assert line, server.log()[-2000:]
+    generated = int(line.split(" + ")[1].split(" ")[0])
+    assert generated < received + 8, (received, line)
 
 
 def test_careless_but_legal_clients_are_served(server):

@@ -214,8 +214,7 @@ void run_generation(const GenerationContext& context, GenerationJob job, HttpExc
   });
 
   if (call.job.stream) {
-    exchange.begin_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}},
-                          ":\n\n");
+    exchange.begin_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}});
     try {
       stream_events(call, *answer, exchange);
     } catch (const std::exception& e) {

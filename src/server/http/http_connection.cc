@@ -20,8 +20,6 @@ constexpr std::size_t kIdleReadBytes = 4 << 10;
 constexpr std::uint64_t kChunkedReserveBytes = 64 << 10;  // a chunked body's first share of the body budget
 constexpr std::size_t kLingerBytes = 1 << 20;  // a refused body read and dropped, at most
 constexpr auto kLingerTime = std::chrono::seconds(2);
-constexpr auto kProbeDelay = std::chrono::milliseconds(100);     // a quick answer needs no probe
-constexpr auto kProbeInterval = std::chrono::milliseconds(100);  // then: is the probe reset?
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
 
 }  // namespace
@@ -32,8 +30,7 @@ HttpConnection::HttpConnection(asio::ip::tcp::socket socket, std::string client,
       host_(host),
       options_(host.options()),
       buffer_(std::max<std::size_t>(options_.limits.max_header_bytes + 4096, 64 << 10)),
-      deadline_(socket_.get_executor()),
-      probe_timer_(socket_.get_executor()) {}
+      deadline_(socket_.get_executor()) {}
 
 HttpConnection::~HttpConnection() = default;
 
@@ -51,7 +48,6 @@ void HttpConnection::begin_request() {
   exchange_.reset();
   answer_done_ = false;
   response_started_ = false;
-  probed_ = false;
   gone_ = false;
   logged_ = false;
   request_start_ = {};
@@ -261,14 +257,9 @@ void HttpConnection::on_end_of_input() {
       }
       break;
     case Phase::kHandling:
-      // A half-close: the client may still read. If the answer is not out
-      // within a moment, find out whether it can.
-      if (exchange_) {
-        probe_timer_.expires_after(kProbeDelay);
-        probe_timer_.async_wait([self = shared_from_this()](const error_code& ec) {
-          if (!ec && !self->closed_ && self->phase_ == Phase::kHandling && self->exchange_) self->probe();
-        });
-      }
+      // A half-close: the client may still read, so the answer goes on. A
+      // client that closed instead answers the next write with a reset.
+      watch_for_reset();
       break;
     case Phase::kClosing:
     case Phase::kClosed:
@@ -277,29 +268,25 @@ void HttpConnection::on_end_of_input() {
   }
 }
 
-void HttpConnection::probe() {
-  if (probed_ || closed_) return;
-  probed_ = true;
-  std::string bytes;
-  {
-    std::lock_guard lock(exchange_->mutex);
-    bytes = exchange_->heartbeat;
-  }
-  if (bytes.empty() && !response_started_ && version_ == 11) bytes = std::string(kContinue);
-  if (!bytes.empty()) send(std::move(bytes), false);
-  watch_for_reset();
-}
-
 void HttpConnection::watch_for_reset() {
-  probe_timer_.expires_after(kProbeInterval);
-  probe_timer_.async_wait([self = shared_from_this()](const error_code& ec) {
-    if (ec || self->closed_ || self->phase_ != Phase::kHandling) return;
-    pollfd p{self->socket_.native_handle(), 0, 0};
-    if (::poll(&p, 1, 0) > 0 && (p.revents & (POLLERR | POLLHUP)) != 0) {
-      self->close();  // the probe was reset: nobody reads
-      return;
+  if (watching_reset_ || closed_) return;
+  // The reset may already be here (it came while no read was outstanding);
+  // one that comes later is reported to the wait below, on this thread.
+  pollfd p{socket_.native_handle(), 0, 0};
+  if (::poll(&p, 1, 0) > 0 && (p.revents & POLLERR) != 0) {
+    close();
+    return;
+  }
+  watching_reset_ = true;
+  socket_.async_wait(asio::ip::tcp::socket::wait_error, [self = shared_from_this()](const error_code& ec) {
+    self->watching_reset_ = false;
+    if (ec || self->closed_) return;
+    pollfd q{self->socket_.native_handle(), 0, 0};
+    if (::poll(&q, 1, 0) > 0 && (q.revents & (POLLERR | POLLHUP)) != 0) {
+      self->close();  // reset: nobody reads
+    } else {
+      self->watch_for_reset();  // urgent data, not an error
     }
-    self->watch_for_reset();
   });
 }
 
@@ -388,7 +375,6 @@ void HttpConnection::exchange_done(bool keep_alive) {
 void HttpConnection::after_response() {
   log_access();
   set_busy(false);
-  probe_timer_.cancel();
   // After a FIN, requests already sent (pipelined) are still answered.
   if (keep_alive_ && (!read_closed_ || buffer_.size() > 0) && !host_.stopping()) {
     begin_request();
@@ -422,7 +408,6 @@ void HttpConnection::close() {
   error_code ec;
   socket_.close(ec);
   deadline_.cancel();
-  probe_timer_.cancel();
   if (body_reserved_ > 0) host_.release_body(body_reserved_);
   body_reserved_ = 0;
   host_.idle(*this, false);

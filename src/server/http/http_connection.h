@@ -2,10 +2,11 @@
 // request (keep-alive timeout), read its header (one deadline for all of it)
 // and body (another), screen it, hand it to a worker, write the answer as the
 // worker produces it, then the next request or a graceful close. A read is
-// outstanding for as long as the connection lives, so a reset is seen at once;
-// a FIN while an answer is being made is a half-close, not a hang-up: the
-// connection sends one probe (an interim 100 or the stream's heartbeat) and
-// counts the client gone only if that probe is reset.
+// outstanding until the client's FIN, so a reset is seen at once. A FIN while
+// an answer is being made is a half-close, not a hang-up (HTTP allows it, and
+// tools send one): the answer goes on, nothing unasked is sent, and the
+// client counts as gone only when its socket reports an error (the reset a
+// closed socket answers a write with) or a write fails.
 // Internal to HttpServer: http_server.cc and http_exchange.h include it.
 #pragma once
 
@@ -100,7 +101,6 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void refuse_for_body_budget();
   void dispatch();
   void on_end_of_input();
-  void probe();
   void watch_for_reset();
   void answer(HttpResponse response, bool keep_alive);
   void refuse_request(int status, const std::string& message, const HttpFields& fields, bool keep_alive);
@@ -126,7 +126,6 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   std::optional<RequestParser> parser_;
   boost::asio::steady_timer deadline_;
   std::uint64_t deadline_generation_ = 0;  // a timer that fires after a newer one was set does nothing
-  boost::asio::steady_timer probe_timer_;
   Phase phase_ = Phase::kWaiting;
   bool reading_ = false;
   bool read_closed_ = false;  // the client's FIN came
@@ -136,7 +135,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   bool keep_alive_ = false;
   bool answer_done_ = false;       // the whole answer is queued
   bool response_started_ = false;  // some of it was
-  bool probed_ = false;
+  bool watching_reset_ = false;  // an error wait is outstanding (after the FIN)
   bool gone_ = false;
   bool logged_ = false;
   bool refused_on_arrival_ = false;

@@ -47,11 +47,8 @@ class HttpExchange {
   // The whole answer, once.
   virtual void respond(HttpResponse response) = 0;
   // Or a stream: the status and header now, then write() the body as it
-  // comes. `heartbeat` is text that may go out between writes without
-  // changing the stream (an SSE comment): it finds out whether a client that
-  // half-closed is still there.
-  virtual void begin_stream(int status, const std::string& content_type, const HttpFields& fields,
-                            std::string heartbeat) = 0;
+  // comes.
+  virtual void begin_stream(int status, const std::string& content_type, const HttpFields& fields) = 0;
   // Queues body bytes; waits while more than max_unsent_bytes are unsent, up
   // to the write timeout. False once the client is gone (nothing more is sent).
   virtual bool write(std::string bytes) = 0;
