@@ -43,6 +43,11 @@ void HttpConnection::refuse(int status, const std::string& message, const HttpFi
   refuse_request(status, message, fields, /*keep_alive=*/false);
 }
 
+void HttpConnection::set_phase(Phase phase) {
+  if ((phase_ == Phase::kHeader) != (phase == Phase::kHeader)) host_.reading_header(*this, phase == Phase::kHeader);
+  phase_ = phase;
+}
+
 void HttpConnection::begin_request() {
   parser_.emplace(options_.limits);
   exchange_.reset();
@@ -60,13 +65,13 @@ void HttpConnection::begin_request() {
     return;
   }
   if (buffer_.size() > 0) {  // a pipelined request is already here
-    phase_ = Phase::kHeader;
     request_start_ = Clock::now();
+    set_phase(Phase::kHeader);
     set_deadline(options_.header_timeout, Phase::kHeader);
     parse();
     return;
   }
-  phase_ = Phase::kWaiting;
+  set_phase(Phase::kWaiting);
   idle_since_ = Clock::now();
   host_.idle(*this, true);
   set_deadline(options_.keep_alive_timeout, Phase::kWaiting);
@@ -114,8 +119,8 @@ void HttpConnection::on_read(const error_code& ec, std::size_t n) {
     case Phase::kWaiting:
       keep_read(n);
       host_.idle(*this, false);
-      phase_ = Phase::kHeader;
       request_start_ = Clock::now();
+      set_phase(Phase::kHeader);
       set_deadline(options_.header_timeout, Phase::kHeader);
       parse();
       break;
@@ -191,7 +196,7 @@ void HttpConnection::on_header() {
     if (!host_.reserve_body(want)) return refuse_for_body_budget();
     body_reserved_ = want;
     if (parser_->expects_continue()) send(std::string(kContinue), false);
-    phase_ = Phase::kBody;
+    set_phase(Phase::kBody);
     set_deadline(options_.body_timeout, Phase::kBody);
   }
   parser_->resume_body();
@@ -217,7 +222,7 @@ bool HttpConnection::grow_body_reservation() {
 
 void HttpConnection::dispatch() {
   cancel_deadline();
-  phase_ = Phase::kHandling;
+  set_phase(Phase::kHandling);
   set_busy(true);
   keep_alive_ = parser_->keep_alive();
   auto request = std::make_shared<HttpRequest>(parser_->take_request());
@@ -292,13 +297,13 @@ void HttpConnection::watch_for_reset() {
 
 void HttpConnection::answer(HttpResponse response, bool keep_alive) {
   cancel_deadline();
-  phase_ = Phase::kHandling;
+  set_phase(Phase::kHandling);
   keep_alive_ = keep_alive;
   status_ = response.status;
   std::string bytes = response_head(response.status, response.content_type, response.fields,
                                     fmt::format("Content-Length: {}\r\n", response.body.size()), keep_alive, version_);
   if (method_ != "HEAD") bytes += response.body;
-  if (!keep_alive) phase_ = Phase::kClosing;  // what the client still sends is dropped
+  if (!keep_alive) set_phase(Phase::kClosing);  // what the client still sends is dropped
   set_deadline(options_.write_timeout, phase_);
   answer_done_ = true;
   send(std::move(bytes), false);
@@ -384,7 +389,7 @@ void HttpConnection::after_response() {
 }
 
 void HttpConnection::graceful_close() {
-  phase_ = Phase::kClosing;
+  set_phase(Phase::kClosing);
   if (writing_ || !out_.empty()) return;  // write_next comes back here once the answer is out
   shut_down_ = true;
   error_code ec;
@@ -404,7 +409,7 @@ void HttpConnection::close() {
   auto self = shared_from_this();  // the server's registry may hold the last reference
   closed_ = true;
   if (exchange_) client_gone();
-  phase_ = Phase::kClosed;
+  set_phase(Phase::kClosed);
   error_code ec;
   socket_.close(ec);
   deadline_.cancel();

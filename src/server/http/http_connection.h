@@ -44,6 +44,9 @@ class ConnectionHost {
   // The connection waits for a request with nothing buffered: the server may
   // close it to make room for a new one.
   virtual void idle(HttpConnection& connection, bool is_idle) = 0;
+  // The connection is reading a request's header (since header_since()): the
+  // server may close it to make room once it has taken a while.
+  virtual void reading_header(HttpConnection& connection, bool is_reading) = 0;
   virtual void closed(HttpConnection& connection) = 0;
   virtual bool stopping() const = 0;
   // A request is being answered (from its dispatch until its last byte is written).
@@ -65,6 +68,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   const std::string& client() const { return client_; }
   bool is_closed() const { return closed_; }
   std::chrono::steady_clock::time_point idle_since() const { return idle_since_; }
+  std::chrono::steady_clock::time_point header_since() const { return request_start_; }
   boost::asio::any_io_executor executor();
 
   // From the exchange, posted to the I/O thread.
@@ -72,9 +76,11 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void exchange_done(bool keep_alive);
   void write_timed_out();
 
-  // The server's list of idle connections (oldest first).
+  // The server's lists of idle connections and of headers being read (oldest first).
   std::list<HttpConnection*>::iterator idle_position;
   bool in_idle_list = false;
+  std::list<HttpConnection*>::iterator header_position;
+  bool in_header_list = false;
 
  private:
   enum class Phase {
@@ -90,6 +96,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     bool from_exchange;  // counts against the exchange's unsent bytes
   };
 
+  void set_phase(Phase phase);
   void begin_request();
   void read();
   void keep_read(std::size_t n);  // moves what a read got into buffer_

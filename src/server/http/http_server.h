@@ -115,6 +115,7 @@ class HttpServer {
     int num_idle_connections = 0;
     std::int64_t num_refused_connections = 0;  // over max_connections or max_connections_per_client
     std::int64_t num_evicted_idle = 0;         // idle keep-alive connections closed to make room
+    std::int64_t num_slow_headers_closed = 0;  // connections whose header was still arriving, closed to make room
     std::uint64_t pending_body_bytes = 0;
     int num_workers = 0;
   };
