@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "core/version.h"
+#include "engine/output_fingerprint.h"
 #include "server/api/anthropic_messages.h"
 #include "server/api/api_error.h"
 #include "server/api/completion_request.h"
@@ -19,6 +20,7 @@ namespace folio::server {
 namespace {
 
 constexpr const char* kModelsPrefix = "/v1/models/";
+constexpr const char* kResponsesPrefix = "/v1/responses/";
 
 HttpResponse json_response(const Json& body) {
   HttpResponse r;
@@ -45,6 +47,7 @@ bool path_matches(const char* route, const std::string& path) {
 ApiServer::ApiServer(ServerOptions options) : options_(std::move(options)), started_unix_(unix_seconds()) {
   http_ = std::make_unique<HttpServer>(options_.http, static_cast<HttpHandler&>(*this));
   if (options_.web.enabled) web_ = std::make_unique<WebPage>(options_.web);
+  responses_ = std::make_unique<ResponseStore>(options_.max_stored_responses, options_.max_stored_response_bytes);
 }
 
 ApiServer::~ApiServer() { stop(); }
@@ -78,6 +81,11 @@ void ApiServer::set_engine(std::shared_ptr<Engine> engine) {
                                                                   : std::max(1, engine->config().max_waiting / 2);
   // A request larger than a client's whole share is refused as too large (400), not as busy.
   s->context.max_choices = std::min(options_.max_choices_per_request, s->max_choices_per_client);
+  const OutputFingerprint fingerprint =
+      output_fingerprint(session, engine->config(), s->context.chat_template->source());
+  s->system_fingerprint = fingerprint.id;
+  if (options_.log_requests)
+    std::fprintf(stderr, "system_fingerprint %s: %s\n", fingerprint.id.c_str(), fingerprint.description.c_str());
   s->engine = std::move(engine);
   std::lock_guard lock(mutex_);
   served_ = std::move(s);
@@ -113,7 +121,8 @@ namespace {
 
 constexpr const char* kRouteList =
     "this server answers POST /v1/completions, POST /v1/chat/completions, POST /v1/messages, POST /v1/responses, GET "
-    "/v1/models, GET "
+    "and "
+    "DELETE /v1/responses/{id}, GET /v1/models, GET "
     "/health, GET /ready, GET "
     "/metrics, POST /tokenize, POST /detokenize and GET /version (and the web page at GET /, unless "
     "--no-web-page)";
@@ -135,6 +144,8 @@ const ApiServer::Route* ApiServer::find_route(const std::string& method, const s
       {"POST", "/v1/chat/completions", true, &ApiServer::chat_completions},
       {"POST", "/v1/messages", true, &ApiServer::messages},
       {"POST", "/v1/responses", true, &ApiServer::responses},
+      {"GET", kResponsesPrefix, true, &ApiServer::stored_response},
+      {"DELETE", kResponsesPrefix, true, &ApiServer::stored_response},
       {"POST", "/v1/messages/count_tokens", true, &ApiServer::count_message_tokens},
       {"GET", "/", false, &ApiServer::web_page},
       {"GET", "/web/", false, &ApiServer::web_page},
@@ -288,7 +299,12 @@ void ApiServer::ready(const HttpRequest&, HttpExchange& ex) {
 }
 
 void ApiServer::version(const HttpRequest&, HttpExchange& ex) {
-  ex.respond(json_response(Json{{"version", version_string()}, {"commit", git_commit()}}));
+  Json v = {{"version", version_string()}, {"commit", git_commit()}};
+  {
+    std::lock_guard lock(mutex_);
+    if (served_) v["system_fingerprint"] = served_->system_fingerprint;
+  }
+  ex.respond(json_response(v));
 }
 
 void ApiServer::models(const HttpRequest& req, HttpExchange& ex) {
@@ -437,6 +453,7 @@ void ApiServer::run_job(const HttpRequest& req, HttpExchange& ex, const Served& 
   context.engine = served_model.engine;
   context.counters = &counters_;
   context.model_name = options_.served_model_name;
+  context.system_fingerprint = served_model.system_fingerprint;
   run_generation(context, std::move(job), ex, shape);
 }
 
@@ -469,7 +486,44 @@ void ApiServer::messages(const HttpRequest& req, HttpExchange& ex) {
 }
 
 void ApiServer::responses(const HttpRequest& req, HttpExchange& ex) {
-  run_chat(req, ex, read_responses_request, make_responses_shape);
+  auto s = served(/*for_work=*/true);
+  const Json body = parse_json_object(req.body);
+  ChatRequest chat = read_responses_request(body);
+  const ResponseStorage storage = read_response_storage(body);
+  check_model_name(chat.fields.model, s->context);
+  continue_stored(*responses_, storage, chat);
+  std::vector<ChatMessage> conversation;
+  if (storage.store)
+    conversation.assign(chat.messages.begin() + (storage.has_instructions ? 1 : 0), chat.messages.end());
+  GenerationJob job = make_chat_job(std::move(chat), s->context);
+  run_job(req, ex, *s, std::move(job),
+          [this, &storage, &conversation](const GenerationJob& j, const Tokenizer& t, const GenerationContext& c) {
+            return make_responses_shape(j, t, c, responses_.get(), storage, std::move(conversation));
+          });
+}
+
+void ApiServer::stored_response(const HttpRequest& req, HttpExchange& ex) {
+  const std::string id = req.path.substr(std::string_view(kResponsesPrefix).size());
+  auto not_found = [&] {
+    ResponseStore::Lookup why = ResponseStore::Lookup::kUnknown;
+    responses_->find(id, &why);
+    return ApiError(404,
+                    why == ResponseStore::Lookup::kEvicted
+                        ? fmt::format("Response with id '{}' was evicted: this server keeps its newest {} stored "
+                                      "responses (--max-stored-responses)",
+                                      printable(id, 128), responses_->max_responses())
+                        : fmt::format("Response with id '{}' not found: it was not stored on this server (store: "
+                                      "false, another server, or before a restart)",
+                                      printable(id, 128)),
+                    "", "not_found");
+  };
+  if (req.method == "DELETE") {
+    if (!responses_->erase(id)) throw not_found();
+    return ex.respond(json_response(Json{{"id", id}, {"object", "response.deleted"}, {"deleted", true}}));
+  }
+  std::shared_ptr<const StoredResponse> stored = responses_->find(id);
+  if (!stored) throw not_found();
+  ex.respond(json_response(stored->response));
 }
 
 void ApiServer::count_message_tokens(const HttpRequest& req, HttpExchange& ex) {

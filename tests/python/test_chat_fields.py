@@ -254,3 +254,47 @@ def test_prompt_logprobs_score_the_prompt(thinking):
     with pytest.raises(openai.BadRequestError) as err:
         chat(thinking, max_tokens=2, stream=True, extra_body={"prompt_logprobs": 1})
     assert "without stream" in str(err.value)
+
+
+def test_a_reasoning_budget_forces_the_end_of_thinking(deepseek):
+    """max_reasoning_tokens (and Anthropic's thinking.budget_tokens): after
+    that many thinking tokens the tokens of </think> are forced, and the
+    answer follows. DeepSeek-R1's template opens <think> in the prompt, so
+    the output starts inside it."""
+    close = httpx.post(deepseek.url + "/tokenize", json={"prompt": "</think>", "add_special_tokens": False}).json()
+    close = [int(t) for t in close["tokens"]]
+    def answer(budget, **extra):
+        body = {"logprobs": True, "extra_body": {"return_tokens_as_token_ids": True, "max_reasoning_tokens": budget},
+                **extra}
+        r = chat(deepseek, max_tokens=40, **body).choices[0]
+        ids = [int(t.token.split(":")[1]) for t in r.logprobs.content]
+        return r, ids
+    free = chat(deepseek, max_tokens=40).choices[0]
+    assert free.message.reasoning_content and not free.message.content  # left alone, it thinks past 40 tokens
+    for budget in (5, 0):
+        r, ids = answer(budget)
+        assert ids[budget:budget + len(close)] == close, (budget, ids)
+        assert all(t.logprob == 0.0 for t in r.logprobs.content[budget:budget + len(close)])  # forced: certain
+        assert r.message.content, r  # the answer follows
+        assert (r.message.reasoning_content or "") == (free.message.reasoning_content[:len(r.message.reasoning_content
+                                                                                        or "")])
+        s_reasoning, s_content, _ = streamed(deepseek, max_tokens=40, extra_body={"max_reasoning_tokens": budget})
+        assert (s_reasoning, s_content) == (r.message.reasoning_content or "", r.message.content)
+    # Anthropic's thinking.budget_tokens is the same bound.
+    m = httpx.post(deepseek.url + "/v1/messages", timeout=120, json={
+        "messages": ASK, "max_tokens": 40, "temperature": 0,
+        "thinking": {"type": "enabled", "budget_tokens": 5}}).json()
+    r, _ = answer(5)
+    assert [b["type"] for b in m["content"]][:2] == ["thinking", "text"], m
+    assert (m["content"][0]["thinking"], m["content"][1]["text"]) == (r.message.reasoning_content, r.message.content)
+    # What cannot be honoured is a 400 that names the field.
+    for request in [{"extra_body": {"max_reasoning_tokens": -1}},
+                    {"extra_body": {"max_reasoning_tokens": 5, "structured_outputs": {"regex": "[a-z]+"}}},
+                    {"reasoning_effort": "low"}]:  # this template takes no effort
+        with pytest.raises(openai.BadRequestError) as e:
+            chat(deepseek, max_tokens=4, **request)
+        assert "reasoning" in str(e.value), e.value
+    c = client_of(deepseek)
+    with pytest.raises(openai.BadRequestError):
+        c.completions.create(model=c.models.list().data[0].id, prompt="Hi", max_tokens=2,
+                             extra_body={"max_reasoning_tokens": 3})

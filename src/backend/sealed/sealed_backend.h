@@ -30,6 +30,7 @@ class SealedBackend final : public Backend {
   std::string name() const override { return "sealed"; }
   Device device() const override { return Device::kSealed; }
   DType activation_dtype() const override { return inner_->activation_dtype(); }
+  std::string numerics() const override { return "sealed " + inner_->numerics(); }
   const Backend& inner() const { return *inner_; }
   // What crossed between host and device so far.
   const CrossingCounts& crossings() const { return crossings_; }

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <limits>
+
 #include "server/api/choice_reader.h"
 #include "server/api/openai_response.h"
 #include "server/http/http_message.h"
@@ -403,15 +405,26 @@ ChatRequest read_messages_request(const Json& body, bool count_only) {
   r.template_kwargs = read_template_kwargs(body);
   if (const Json* thinking = field_of(body, "thinking"); thinking != nullptr && thinking->is_object()) {
     const Json* type = field_of(*thinking, "type");
-    if (type != nullptr && type->is_string())
-      r.template_kwargs = Json{{"enable_thinking", type->get<std::string>() == "enabled"}};
+    if (type != nullptr && type->is_string()) {
+      const bool enabled = type->get<std::string>() == "enabled";
+      if (!r.template_kwargs) r.template_kwargs = Json::object();
+      if (!r.template_kwargs->contains("enable_thinking")) (*r.template_kwargs)["enable_thinking"] = enabled;
+      // budget_tokens: the thinking's bound, forced as max_reasoning_tokens is.
+      if (const Json* budget = field_of(*thinking, "budget_tokens"); enabled && budget != nullptr) {
+        if (!budget->is_number_integer() || budget->get<std::int64_t>() < 0 ||
+            budget->get<std::int64_t>() > std::numeric_limits<int>::max())
+          bad_request("thinking", "thinking.budget_tokens must be a whole number of tokens, >= 0");
+        r.fields.max_reasoning_tokens = budget->get<int>();
+        r.fields.param_names["max_reasoning_tokens"] = "thinking";
+      }
+    }
   }
   return r;
 }
 
 std::unique_ptr<AnswerShape> make_messages_shape(const GenerationJob& job, const Tokenizer&,
-                                                 const std::string& model_name) {
-  return std::make_unique<MessagesShape>(job, model_name);
+                                                 const GenerationContext& context) {
+  return std::make_unique<MessagesShape>(job, context.model_name);
 }
 
 std::string anthropic_error_body(int status, const std::string& message) {

@@ -108,6 +108,23 @@ std::vector<TokenId> tokenize_chat(const ChatRequest& request, const ModelContex
 
 GenerationJob make_chat_job(ChatRequest r, const ModelContext& model) {
   check_num_choices(1, r.fields.sampling.n, model);
+  auto name_of = [&r](const std::string& param) {
+    auto it = r.fields.param_names.find(param);
+    return it == r.fields.param_names.end() ? param : it->second;
+  };
+  const std::optional<int> budget = r.fields.max_reasoning_tokens;
+  const std::string budget_param = name_of("max_reasoning_tokens");
+  if (r.fields.reasoning_effort) {
+    // A variable of the templates that take it (gpt-oss's); a request's own
+    // chat_template_kwargs win.
+    if (model.chat_template->source().find("reasoning_effort") == std::string::npos)
+      bad_request(name_of("reasoning_effort"),
+                  "this model's chat template takes no reasoning effort; bound its thinking with "
+                  "max_reasoning_tokens instead");
+    if (!r.template_kwargs) r.template_kwargs = Json::object();
+    if (!r.template_kwargs->contains("reasoning_effort"))
+      (*r.template_kwargs)["reasoning_effort"] = *r.fields.reasoning_effort;
+  }
   GenerationJob job = begin_job(Endpoint::kChatCompletions, std::move(r.fields), model);
   job.params.max_tokens = r.max_tokens;
   job.params.stop = std::move(r.stop);
@@ -141,6 +158,17 @@ GenerationJob make_chat_job(ChatRequest r, const ModelContext& model) {
     const std::vector<TokenId> tail(p.end() - std::min<std::ptrdiff_t>(16, static_cast<std::ptrdiff_t>(p.size())),
                                     p.end());
     job.reasoning_starts_inside = prompt_opens_thinking(model.tokenizer->decode(tail, /*render_special=*/true));
+  }
+  if (budget) {
+    if (!job.reasoning)
+      bad_request(budget_param,
+                  "this model does not think in <think> tags as far as this server knows (its chat template shows "
+                  "none); start the server with --reasoning-parser think if it does");
+    ReasoningBudget& b = job.params.reasoning_budget;
+    b.max_tokens = *budget;
+    b.open = model.tokenizer->encode("<think>", /*add_special=*/false, /*parse_special=*/true);
+    b.close = model.tokenizer->encode("</think>", /*add_special=*/false, /*parse_special=*/true);
+    b.starts_inside = job.reasoning_starts_inside;
   }
   finish_job(job, model, "messages");
   return job;
