@@ -49,8 +49,12 @@ class ApiMappingTest : public ::testing::Test {
   GenerationJob messages(const std::string& body) {
     return make_chat_job(read_messages_request(parse(body)), model_);
   }
+  // As the server reads one: the request, then what it asks of the store.
   GenerationJob responses(const std::string& body) {
-    return make_chat_job(read_responses_request(parse(body)), model_);
+    const Json json = parse(body);
+    ChatRequest r = read_responses_request(json);
+    continue_stored(stored_, read_response_storage(json), r);
+    return make_chat_job(std::move(r), model_);
   }
   GenerationJob completion(const std::string& body) { return read_completion_request(parse(body), model_); }
   static Json parse(const std::string& body) { return parse_json_object(body); }
@@ -61,6 +65,7 @@ class ApiMappingTest : public ::testing::Test {
   std::int64_t vocab_size_ = 0;
   ModelContext model_;
   GenerationContext served_;  // what the shapes name: the model and the system fingerprint
+  ResponseStore stored_{16, 1 << 20};
 };
 
 // What a job must agree on whichever API made it.
@@ -273,7 +278,9 @@ const Refusal kRefusals[] = {
         "tools": [{"name": "get", "input_schema": {}}], "tool_choice": {"type": "any"},
         "output_config": {"format": {"type": "json_schema", "schema": {}}}})",
      400, "tool_choice", "cannot also constrain"},
-    {"responses", R"({"input": "hi", "previous_response_id": "r"})", 400, "previous_response_id", "not stored"},
+    {"responses", R"({"input": "hi", "previous_response_id": "r"})", 400, "previous_response_id",
+     "not stored on this server"},
+    {"responses", R"({"input": "hi", "previous_response_id": 7})", 400, "previous_response_id", "must be a response's id"},
     {"responses", R"({"input": []})", 400, "input", "non-empty array"},
     {"responses", R"({"input": "hi", "text": {"format": {"type": "yaml"}}})", 400, "text", "text.format.type"},
     {"responses", R"({"input": "hi", "max_output_tokens": 0})", 400, "max_output_tokens",
