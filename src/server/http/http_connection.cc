@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <poll.h>
+#include <sys/socket.h>
 
 #include <boost/asio/write.hpp>
 #include <mutex>
@@ -263,14 +264,27 @@ void HttpConnection::on_end_of_input() {
       break;
     case Phase::kHandling:
       // A half-close: the client may still read, so the answer goes on. A
-      // client that closed instead answers the next write with a reset.
+      // client that closed instead answers the next write with a reset; an
+      // answer not yet begun (a non-streaming one) is probed for it.
       watch_for_reset();
+      if (!response_started_) probe_with_urgent_byte();
       break;
     case Phase::kClosing:
     case Phase::kClosed:
       close();
       break;
   }
+}
+
+void HttpConnection::probe_with_urgent_byte() {
+  // Once a connection: a second urgent byte unread by the client would push
+  // the first into its normal stream (before the answer's status line).
+  if (urgent_probed_ || closed_) return;
+  urgent_probed_ = true;
+  const char byte = 0;
+  // Non-blocking: the answer has not begun, so nothing else is queued to
+  // write and one byte always fits. A failure means the peer is gone already.
+  if (::send(socket_.native_handle(), &byte, 1, MSG_OOB | MSG_NOSIGNAL | MSG_DONTWAIT) < 0) close();
 }
 
 void HttpConnection::watch_for_reset() {

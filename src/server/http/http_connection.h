@@ -109,6 +109,10 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void dispatch();
   void on_end_of_input();
   void watch_for_reset();
+  // After a FIN, before any of the answer: one byte of TCP urgent data,
+  // which a client that closed answers with a reset and one that only
+  // half-closed keeps out of its stream (normal reads skip it).
+  void probe_with_urgent_byte();
   void answer(HttpResponse response, bool keep_alive);
   void refuse_request(int status, const std::string& message, const HttpFields& fields, bool keep_alive);
   void write_next();
@@ -143,6 +147,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   bool answer_done_ = false;       // the whole answer is queued
   bool response_started_ = false;  // some of it was
   bool watching_reset_ = false;  // an error wait is outstanding (after the FIN)
+  bool urgent_probed_ = false;   // the one urgent byte of this connection is sent
   bool gone_ = false;
   bool logged_ = false;
   bool refused_on_arrival_ = false;
