@@ -298,3 +298,35 @@ def test_a_reasoning_budget_forces_the_end_of_thinking(deepseek):
     with pytest.raises(openai.BadRequestError):
         c.completions.create(model=c.models.list().data[0].id, prompt="Hi", max_tokens=2,
                              extra_body={"max_reasoning_tokens": 3})
+
+
+# Hermes-style tool calls (it names <tool_call>), content used as a string.
+STRICT_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{% if '</think>' in m.content %}{% endif %}"
+                   "{{ m.content }}{% for c in m.tool_calls or [] %}<tool_call>{{ c.function.name }}</tool_call>"
+                   "{% endfor %}<|im_end|>\n{% endfor %}<|im_start|>assistant\n")
+
+
+def test_a_tool_call_only_turn_reaches_a_strict_template_as_empty_text(tmp_path_factory):
+    """The agent loop's second request: an assistant turn of tool calls only
+    (content null) and the tool's result, under a template that uses content
+    as a string (`in`, as Qwen3's as llama.cpp ships it does): 200, and the
+    turn is rendered with empty text, through the openai client and raw HTTP."""
+    path = tmp_path_factory.mktemp("strict") / "strict.jinja"
+    path.write_text(STRICT_TEMPLATE)
+    s = start_folio_server(tmp_path_factory, "fields-strict", "--max-model-len", "1024", "--kv-cache-memory", "64MiB",
+                           "--chat-template", str(path))
+    try:
+        tools = [{"type": "function", "function": {"name": "get", "parameters": {"type": "object"}}}]
+        history = [{"role": "user", "content": "Weather?"},
+                   {"role": "assistant", "content": None, "tool_calls": [
+                       {"id": "c1", "type": "function", "function": {"name": "get", "arguments": "{}"}}]},
+                   {"role": "tool", "tool_call_id": "c1", "content": "sunny"}]
+        r = chat(s, messages=history, tools=tools, max_tokens=4)
+        assert r.choices[0].finish_reason in ("stop", "length", "tool_calls")
+        shown = httpx.post(s.url + "/tokenize", timeout=60, json={
+            "messages": [{k: v for k, v in m.items() if not (k == "content" and v is None)} for m in history],
+            "tools": tools, "return_token_strs": True}).json()
+        assert ("<|im_start|>assistant\n<tool_call>get</tool_call><|im_end|>\n<|im_start|>tool\nsunny<|im_end|>"
+                in "".join(shown["token_strs"])), shown["token_strs"]
+    finally:
+        assert s.stop() == 0, s.log()
