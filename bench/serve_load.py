@@ -127,9 +127,9 @@ async def half_closed_stream(args, body, totals):
     except (OSError, asyncio.TimeoutError) as e:
         totals.error(type(e).__name__)
         return
+    # The answer alone: an interim 100 nobody asked for is an error too
+    # (clients that read the first status line take it for the answer).
     head, _, payload = raw.partition(b"\r\n\r\n")
-    while head.startswith(b"HTTP/1.1 100"):  # an interim answer, which a half-closed client may get
-        head, _, payload = payload.partition(b"\r\n\r\n")
     if not head.startswith(b"HTTP/1.1 200"):
         totals.error(head.split(b"\r\n", 1)[0].decode(errors="replace"))
         return

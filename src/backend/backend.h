@@ -124,6 +124,12 @@ class Backend {
   // weights are F32 and ids I32; an op rounds to the activation type only
   // where it stores its outputs.
   virtual DType activation_dtype() const { return DType::F32; }
+  // Everything of this backend that decides the bits of its results, in
+  // words ("cpu avx512-vnni q8", "reference bf16", "cuda bf16 batch-invariant
+  // NVIDIA H100"): two backends that say the same compute the same bits for
+  // the same inputs. Thread counts are absent: results never depend on them
+  // (docs/architecture.md rule 5). A server's system_fingerprint names it.
+  virtual std::string numerics() const { return name() + " " + std::string(folio::name(activation_dtype())); }
 
   // Zero-filled memory on the backend's device, freed when the Buffer goes.
   virtual Buffer allocate(std::size_t bytes) = 0;

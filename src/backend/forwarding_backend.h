@@ -25,6 +25,7 @@ class ForwardingBackend : public Backend {
   std::string name() const override { return inner_->name(); }
   Device device() const override { return inner_->device(); }
   DType activation_dtype() const override { return inner_->activation_dtype(); }
+  std::string numerics() const override { return inner_->numerics(); }
   Buffer allocate(std::size_t bytes) override { return inner_->allocate(bytes); }
   Buffer allocate_host(std::size_t bytes) override { return inner_->allocate_host(bytes); }
   void copy_to_device(const Tensor& dst, const void* src, std::size_t bytes) override;

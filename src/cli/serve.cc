@@ -305,6 +305,9 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--max-choices-per-request", s.max_choices_per_request,
                   "Most completions (prompts x n) one request may ask for (default 64)")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-stored-responses", s.max_stored_responses,
+                  "Responses API: stored responses kept for GET /v1/responses/{id} and previous_response_id, the "
+                  "newest first (default 1024; 0: none; with at most 256 MiB of them in all)");
   cmd->add_option("--max-choices-per-client", s.max_choices_per_client,
                   "Completions one client address may have queued or running (default: half of --max-waiting)")
       ->check(CLI::PositiveNumber);

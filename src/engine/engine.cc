@@ -221,8 +221,12 @@ void Engine::admit(RequestId id, RequestEntry state) {
 void Engine::propose_drafts() {
   const std::vector<SequenceId> decoding = scheduler_->decode_candidates();
   std::vector<SequenceId> candidates;
-  for (SequenceId id : decoding)
-    if (requests_.at(request_of(id)).request.speculative) candidates.push_back(id);
+  for (SequenceId id : decoding) {
+    // A reasoning budget forces tokens in place of sampled ones, which a
+    // verified chain of proposals cannot take.
+    const EngineRequest& request = requests_.at(request_of(id)).request;
+    if (request.speculative && !request.params.reasoning_budget.active()) candidates.push_back(id);
+  }
   // Each candidate's request at the most it has room for (its proposals and
   // the one token verification adds), and what proposing would first cost.
   std::vector<ProposalRequest> requests;
@@ -503,8 +507,20 @@ void Engine::emit_tokens(RequestId rid, int index, std::span<const SampledToken>
   for (std::size_t j = 0; j < tokens.size(); ++j) {
     const bool last = j + 1 == tokens.size();
     FOLIO_CHECK(speculated || last);
-    if (last) scheduler_->append_token(sid, tokens[j].token);
-    bool done = seq.append(tokens[j]);
+    SampledToken token = tokens[j];
+    if (const std::optional<TokenId> forced = seq.forced_token()) {
+      // The reasoning budget is spent: its closing token, not the sampled
+      // one, whose logprobs do not describe it: the forced token's is 0
+      // (certain), with no alternatives. Never a proposal: such sequences
+      // do not speculate.
+      FOLIO_CHECK(last);
+      const bool with_logprobs = token.logprob.has_value();
+      token = SampledToken{};
+      token.token = *forced;
+      if (with_logprobs) token.logprob = 0.0f;  // certain: forced (clients read a number here)
+    }
+    if (last) scheduler_->append_token(sid, token.token);
+    bool done = seq.append(token);
     const SequenceState* s = scheduler_->find(sid);
     if (!done && last && s->num_tokens() >= config_.max_model_len) {
       seq.finish(FinishReason::kLength);

@@ -15,11 +15,12 @@ std::optional<RequestProblem> check_request(const std::vector<TokenId>& prompt, 
                                         "be in [0, {}]",
                                         id, vocab_size - 1)};
   if (static_cast<std::int64_t>(prompt.size()) >= max_model_len)
+    // OpenAI's words for it, which clients match (litellm's context-window fallback does).
     return RequestProblem{Kind::kContextLength, "",
-                          fmt::format("the prompt has {} tokens, but this model's context holds {} (prompt and "
-                                      "answer together); shorten the prompt, or start the server with a larger "
-                                      "--max-model-len",
-                                      prompt.size(), max_model_len)};
+                          fmt::format("this model's maximum context length is {} tokens, and the prompt has {} "
+                                      "(prompt and answer share the context); shorten the prompt, or start the "
+                                      "server with a larger --max-model-len",
+                                      max_model_len, prompt.size())};
   if (auto problem = p.validate(vocab_size)) return RequestProblem{Kind::kParam, problem->param, problem->message};
   if (p.constraint && p.constraint->vocab_size() != vocab_size)
     return RequestProblem{Kind::kParam, "",

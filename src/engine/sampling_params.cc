@@ -97,6 +97,15 @@ std::optional<InvalidParam> SamplingParams::validate(std::int64_t vocab_size) co
   if (n < 1 || n > kMaxCompletions) {
     return InvalidParam{"n", fmt::format("n = {} is out of range: it must be in [1, {}]", n, kMaxCompletions)};
   }
+  if (reasoning_budget.max_tokens < -1)
+    return InvalidParam{
+        "max_reasoning_tokens",
+        fmt::format("max_reasoning_tokens = {} is out of range: it must be >= 0", reasoning_budget.max_tokens)};
+  if (reasoning_budget.active() && constraint)
+    return InvalidParam{"max_reasoning_tokens",
+                        "a reasoning budget cannot be combined with a structured output (response_format, "
+                        "structured_outputs, tools with tool_choice required): the forced end of thinking would "
+                        "break the constraint; drop one of them"};
   return std::nullopt;
 }
 

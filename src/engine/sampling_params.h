@@ -12,6 +12,7 @@
 
 #include "backend/sampling/sampling_batch.h"
 #include "engine/constraint/constraint_compiler.h"
+#include "engine/reasoning_budget.h"
 #include "tokenizer/vocab.h"
 
 namespace folio {
@@ -79,6 +80,10 @@ struct SamplingParams {
   // completion stops (finish_reason stop) when the constraint is complete.
   // Null: unconstrained, and the sampler does no extra work.
   std::shared_ptr<const CompiledConstraint> constraint;
+  // Thinking bounded: once max_tokens thinking tokens are out, the closing
+  // tokens are forced (not with a constraint, nor with speculative decoding:
+  // the engine turns it off for such a request).
+  ReasoningBudget reasoning_budget;
 
   bool is_greedy() const { return temperature < kGreedyTemperature; }
   // Whether held_back applies to the token after `num_output` output tokens.

@@ -23,7 +23,8 @@ Sequence::Sequence(const Tokenizer& tokenizer, const SamplingParams& params, std
       index_(index),
       rng_(rng),
       prompt_counts_(prompt),
-      decoder_(tokenizer, /*render_special=*/!params.skip_special_tokens) {
+      decoder_(tokenizer, /*render_special=*/!params.skip_special_tokens),
+      budget_(params.reasoning_budget) {
   delta_.index = index_;
   if (params_.constraint) matcher_ = std::make_unique<ConstraintMatcher>(params_.constraint);
   params_.held_back.clear();
@@ -40,6 +41,7 @@ bool Sequence::append(const SampledToken& token) {
   if (finished()) return true;
   output_.push_back(token.token);
   output_counts_.add(token.token);
+  budget_.take(token.token);
   delta_.token_ids.push_back(token.token);
   if (params_.logprobs) delta_.logprobs.push_back(token);
   // The sampler chose from the constraint's mask, so the matcher takes the

@@ -42,6 +42,8 @@ class Sequence {
   std::span<const TokenId> output() const { return output_; }
 
   const SamplingParams& params() const { return params_; }
+  // The token the reasoning budget forces next, in place of the sampled one.
+  std::optional<TokenId> forced_token() const { return budget_.forced(); }
   // The structured output's matcher; null when unconstrained.
   ConstraintMatcher* matcher() { return matcher_.get(); }
   SamplingRng& rng() { return rng_; }
@@ -67,6 +69,7 @@ class Sequence {
   std::optional<FinishReason> finish_reason_;
   bool finish_reported_ = false;
   std::unique_ptr<ConstraintMatcher> matcher_;
+  ReasoningBudgetTracker budget_;
 };
 
 }  // namespace folio

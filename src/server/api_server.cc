@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "core/version.h"
+#include "engine/output_fingerprint.h"
 #include "server/api/anthropic_messages.h"
 #include "server/api/api_error.h"
 #include "server/api/completion_request.h"
@@ -19,6 +20,7 @@ namespace folio::server {
 namespace {
 
 constexpr const char* kModelsPrefix = "/v1/models/";
+constexpr const char* kResponsesPrefix = "/v1/responses/";
 
 HttpResponse json_response(const Json& body) {
   HttpResponse r;
@@ -46,6 +48,7 @@ ApiServer::ApiServer(ServerOptions options)
     : options_(std::move(options)), started_unix_(unix_seconds()), pool_(options_.models) {
   http_ = std::make_unique<HttpServer>(options_.http, static_cast<HttpHandler&>(*this));
   if (options_.web.enabled) web_ = std::make_unique<WebPage>(options_.web);
+  responses_ = std::make_unique<ResponseStore>(options_.max_stored_responses, options_.max_stored_response_bytes);
 }
 
 ApiServer::~ApiServer() { stop(); }
@@ -69,6 +72,7 @@ LoadedModel ApiServer::make_served(std::shared_ptr<Engine> engine, const std::st
   s->context.max_model_len = engine->max_model_len();
   s->context.constraints = session.constraints.get();
   s->context.tool_format = tool_format_of(s->context.chat_template->source());
+  s->context.null_tool_call_content = template_tests_for_null_content(s->context.chat_template->source());
   s->context.reasoning = options_.reasoning_parser == "think" ||
                          (options_.reasoning_parser == "auto" && template_thinks(s->context.chat_template->source()));
   s->context.served_model_name = name;
@@ -86,6 +90,11 @@ LoadedModel ApiServer::make_served(std::shared_ptr<Engine> engine, const std::st
   }
   const std::int64_t num_bytes =
       static_cast<std::int64_t>(session.loaded.weights->total_bytes() + engine->stats().kv_bytes);
+  const OutputFingerprint fingerprint =
+      output_fingerprint(session, engine->config(), s->context.chat_template->source());
+  s->system_fingerprint = fingerprint.id;
+  if (options_.log_requests)
+    std::fprintf(stderr, "system_fingerprint %s: %s\n", fingerprint.id.c_str(), fingerprint.description.c_str());
   s->engine = std::move(engine);
   return LoadedModel{std::move(s), num_bytes};
 }
@@ -135,7 +144,8 @@ namespace {
 
 constexpr const char* kRouteList =
     "this server answers POST /v1/completions, POST /v1/chat/completions, POST /v1/messages, POST /v1/responses, GET "
-    "/v1/models, GET "
+    "and "
+    "DELETE /v1/responses/{id}, GET /v1/models, GET "
     "/health, GET /ready, GET "
     "/metrics, POST /tokenize, POST /detokenize, GET /version, POST /models/load and POST /models/unload (and the web "
     "page at GET /, unless --no-web-page)";
@@ -159,6 +169,8 @@ const ApiServer::Route* ApiServer::find_route(const std::string& method, const s
       {"POST", "/v1/chat/completions", true, &ApiServer::chat_completions},
       {"POST", "/v1/messages", true, &ApiServer::messages},
       {"POST", "/v1/responses", true, &ApiServer::responses},
+      {"GET", kResponsesPrefix, true, &ApiServer::stored_response},
+      {"DELETE", kResponsesPrefix, true, &ApiServer::stored_response},
       {"POST", "/v1/messages/count_tokens", true, &ApiServer::count_message_tokens},
       {"GET", "/", false, &ApiServer::web_page},
       {"GET", "/web/", false, &ApiServer::web_page},
@@ -186,11 +198,10 @@ class FieldsExchange final : public HttpExchange {
     response.fields.insert(response.fields.end(), fields_.begin(), fields_.end());
     inner_.respond(std::move(response));
   }
-  void begin_stream(int status, const std::string& content_type, const HttpFields& fields,
-                    std::string heartbeat) override {
+  void begin_stream(int status, const std::string& content_type, const HttpFields& fields) override {
     HttpFields all = fields;
     all.insert(all.end(), fields_.begin(), fields_.end());
-    inner_.begin_stream(status, content_type, all, std::move(heartbeat));
+    inner_.begin_stream(status, content_type, all);
   }
   bool write(std::string bytes) override { return inner_.write(std::move(bytes)); }
   void end_stream() override { inner_.end_stream(); }
@@ -314,7 +325,9 @@ void ApiServer::ready(const HttpRequest&, HttpExchange& ex) {
 }
 
 void ApiServer::version(const HttpRequest&, HttpExchange& ex) {
-  ex.respond(json_response(Json{{"version", version_string()}, {"commit", git_commit()}}));
+  Json v = {{"version", version_string()}, {"commit", git_commit()}};
+  if (const auto s = pool_.peek("")) v["system_fingerprint"] = s->system_fingerprint;  // the default model's
+  ex.respond(json_response(v));
 }
 
 void ApiServer::models(const HttpRequest& req, HttpExchange& ex) {
@@ -506,6 +519,7 @@ void ApiServer::run_job(const HttpRequest& req, HttpExchange& ex, const Served& 
   context.engine = served_model.engine;
   context.counters = served_model.finished;
   context.model_name = served_model.context.served_model_name;
+  context.system_fingerprint = served_model.system_fingerprint;
   run_generation(context, std::move(job), ex, shape);
 }
 
@@ -539,7 +553,44 @@ void ApiServer::messages(const HttpRequest& req, HttpExchange& ex) {
 }
 
 void ApiServer::responses(const HttpRequest& req, HttpExchange& ex) {
-  run_chat(req, ex, read_responses_request, make_responses_shape);
+  const Json body = parse_json_object(req.body);
+  ChatRequest chat = read_responses_request(body);
+  const ResponseStorage storage = read_response_storage(body);
+  auto s = served(chat.fields.model, /*for_work=*/true);
+  check_model_name(chat.fields.model, s->context);
+  continue_stored(*responses_, storage, chat);
+  std::vector<ChatMessage> conversation;
+  if (storage.store)
+    conversation.assign(chat.messages.begin() + (storage.has_instructions ? 1 : 0), chat.messages.end());
+  GenerationJob job = make_chat_job(std::move(chat), s->context);
+  run_job(req, ex, *s, std::move(job),
+          [this, &storage, &conversation](const GenerationJob& j, const Tokenizer& t, const GenerationContext& c) {
+            return make_responses_shape(j, t, c, responses_.get(), storage, std::move(conversation));
+          });
+}
+
+void ApiServer::stored_response(const HttpRequest& req, HttpExchange& ex) {
+  const std::string id = req.path.substr(std::string_view(kResponsesPrefix).size());
+  auto not_found = [&] {
+    ResponseStore::Lookup why = ResponseStore::Lookup::kUnknown;
+    responses_->find(id, &why);
+    return ApiError(404,
+                    why == ResponseStore::Lookup::kEvicted
+                        ? fmt::format("Response with id '{}' was evicted: this server keeps its newest {} stored "
+                                      "responses (--max-stored-responses)",
+                                      printable(id, 128), responses_->max_responses())
+                        : fmt::format("Response with id '{}' not found: it was not stored on this server (store: "
+                                      "false, another server, or before a restart)",
+                                      printable(id, 128)),
+                    "", "not_found");
+  };
+  if (req.method == "DELETE") {
+    if (!responses_->erase(id)) throw not_found();
+    return ex.respond(json_response(Json{{"id", id}, {"object", "response.deleted"}, {"deleted", true}}));
+  }
+  std::shared_ptr<const StoredResponse> stored = responses_->find(id);
+  if (!stored) throw not_found();
+  ex.respond(json_response(stored->response));
 }
 
 void ApiServer::count_message_tokens(const HttpRequest& req, HttpExchange& ex) {

@@ -28,6 +28,7 @@
 #include "server/api/chat_request.h"
 #include "server/api/generation_call.h"
 #include "server/api/generation_job.h"
+#include "server/api/response_store.h"
 #include "server/api/server_counters.h"
 #include "server/api_keys.h"
 #include "server/http/http_server.h"
@@ -51,6 +52,8 @@ struct ServerOptions {
   std::string reasoning_parser = "auto";     // --reasoning-parser: auto (when the template thinks), think, none
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();  // defaults under a request's own
   ModelPoolLimits models;                    // how many models stay loaded, in how many bytes, for how long
+  std::size_t max_stored_responses = 1024;               // Responses API store: the newest kept (0: none)
+  std::size_t max_stored_response_bytes = 256ull << 20;  // ... and their bytes in all
 };
 
 class ApiServer final : private HttpHandler {
@@ -123,8 +126,9 @@ class ApiServer final : private HttpHandler {
   // Anthropic's Messages API: errors in its shape too.
   void messages(const HttpRequest& req, HttpExchange& ex);
   void count_message_tokens(const HttpRequest& req, HttpExchange& ex);
-  // OpenAI's Responses API.
+  // OpenAI's Responses API, and its stored responses (GET and DELETE /v1/responses/{id}).
   void responses(const HttpRequest& req, HttpExchange& ex);
+  void stored_response(const HttpRequest& req, HttpExchange& ex);
   // A chat request of any API, read by `read` from the body, run in `shape`.
   void run_chat(const HttpRequest& req, HttpExchange& ex, ChatRequest (*read)(const Json&), const ShapeMaker& shape);
   void tokenize(const HttpRequest& req, HttpExchange& ex);
@@ -148,6 +152,7 @@ class ApiServer final : private HttpHandler {
   std::int64_t started_unix_ = 0;
   std::unique_ptr<HttpServer> http_;
   std::unique_ptr<WebPage> web_;  // null with --no-web-page
+  std::unique_ptr<ResponseStore> responses_;
 
   mutable std::mutex mutex_;
   ModelPool pool_;

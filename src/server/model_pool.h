@@ -29,6 +29,7 @@ struct ServedModel {
   int max_choices_per_client = 0;
   std::unique_ptr<ChatTemplate> chat_template;  // --chat-template, when given
   ServerCounters* finished = nullptr;           // its finished requests, kept across unloads by the server
+  std::string system_fingerprint;               // OutputFingerprint's id
 };
 
 // What a loader gives: the model and the bytes it holds (weights and KV).

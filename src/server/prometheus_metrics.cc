@@ -177,6 +177,9 @@ void write_http(Writer& w, const ServerCounters& server, const HttpServer::Stats
             static_cast<double>(http->num_refused_connections));
   w.counter("folio:http_idle_connections_closed_total", "Idle keep-alive connections closed to make room.",
             static_cast<double>(http->num_evicted_idle));
+  w.counter("folio:http_slow_headers_closed_total",
+            "Connections whose request header was still arriving, closed to make room.",
+            static_cast<double>(http->num_slow_headers_closed));
   w.gauge("folio:http_pending_body_bytes", "Request body bytes being read or parsed.",
           static_cast<double>(http->pending_body_bytes));
   w.gauge("folio:http_worker_threads", "Threads started for request handlers.", http->num_workers);

@@ -155,6 +155,11 @@ TEST_F(ConstraintTest, RegexChoiceGrammarAndAnyJson) {
     EXPECT_TRUE(accepts_text(m, R"({"anything": [1, {"x": null}]})"));
     ConstraintMatcher n(c);
     EXPECT_FALSE(accepts_text(n, "hello"));
+    // An object, as JSON mode promises: never an array, a string or null.
+    for (const char* other : {"[1]", "[null]", "null", "\"text\"", "3"}) {
+      ConstraintMatcher o(c);
+      EXPECT_FALSE(accepts_text(o, other) && o.can_end()) << other;
+    }
   }
 }
 

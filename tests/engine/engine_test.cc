@@ -709,3 +709,59 @@ TEST_F(EngineTest, InvalidRequestsAreRefusedWithReasons) {
 
 }  // namespace
 }  // namespace folio
+
+namespace folio {
+namespace {
+
+// A reasoning budget: once max_tokens thinking tokens are out, the close
+// tokens come in place of the sampled ones, whichever path chose them (each
+// of n completions, the forks' first token included), and what the model
+// writes after them is its own answer to the forced text. Such a request
+// does not speculate, so speculation on changes nothing and proposes nothing.
+TEST_F(EngineTest, AReasoningBudgetForcesItsCloseInPlaceOfTheSampledTokens) {
+  // A prompt the n-gram proposer finds proposals in, so that "proposes nothing" says something.
+  const std::string kCount = "1 2 3 4 5 6 1 2 3 4 5 6 1 2 3 4 5 6 1 2";
+  const std::vector<TokenId> close =
+      session_->tokenizer->encode(" Zebra crossing", false, false);  // not what it writes
+  ASSERT_GE(close.size(), 2u);
+  EngineRequest free_run = greedy(kCount, 12);
+  const std::vector<TokenId> want = run_alone(config(), free_run);
+  for (const int budget : {0, 3}) {
+    EngineRequest r = greedy(kCount, 12);
+    r.params.n = 2;
+    r.params.reasoning_budget.max_tokens = budget;
+    r.params.reasoning_budget.open = {};  // nothing opens thinking again: the prompt opened it
+    r.params.reasoning_budget.close = close;
+    r.params.reasoning_budget.starts_inside = true;
+    // What the model writes after the forced text, as a prompt of its own.
+    std::vector<TokenId> forced_prompt = r.prompt;
+    forced_prompt.insert(forced_prompt.end(), want.begin(), want.begin() + budget);
+    forced_prompt.insert(forced_prompt.end(), close.begin(), close.end());
+    EngineRequest after = greedy("", 12 - budget - static_cast<int>(close.size()));
+    after.prompt = forced_prompt;
+    std::vector<TokenId> expected(want.begin(), want.begin() + budget);
+    expected.insert(expected.end(), close.begin(), close.end());
+    const std::vector<TokenId> rest = run_alone(config(), after);
+    expected.insert(expected.end(), rest.begin(), rest.end());
+
+    EngineConfig spec = config();
+    spec.speculative.method = SpeculativeConfig::Method::kNgram;
+    spec.speculative.adaptive = false;
+    spec.speculative.num_tokens = 4;
+    for (const EngineConfig& c : {config(), spec}) {
+      Engine engine(session_, c);
+      Collected got = collect(*engine.submit(r));
+      ASSERT_EQ(got.tokens.size(), 2u);
+      for (int i = 0; i < 2; ++i) EXPECT_EQ(got.tokens[i], expected) << "budget " << budget << " completion " << i;
+      EXPECT_EQ(engine.stats().spec_proposed_tokens, 0);
+      if (c.speculative.method == SpeculativeConfig::Method::kNgram) {
+        EXPECT_EQ(collect(*engine.submit(free_run)).tokens.at(0), want);
+        EXPECT_GT(engine.stats().spec_proposed_tokens, 0);  // without a budget it speculates
+      }
+      expect_pool_free(engine);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace folio

@@ -254,3 +254,79 @@ def test_prompt_logprobs_score_the_prompt(thinking):
     with pytest.raises(openai.BadRequestError) as err:
         chat(thinking, max_tokens=2, stream=True, extra_body={"prompt_logprobs": 1})
     assert "without stream" in str(err.value)
+
+
+def test_a_reasoning_budget_forces_the_end_of_thinking(deepseek):
+    """max_reasoning_tokens (and Anthropic's thinking.budget_tokens): after
+    that many thinking tokens the tokens of </think> are forced, and the
+    answer follows. DeepSeek-R1's template opens <think> in the prompt, so
+    the output starts inside it."""
+    close = httpx.post(deepseek.url + "/tokenize", json={"prompt": "</think>", "add_special_tokens": False}).json()
+    close = [int(t) for t in close["tokens"]]
+    def answer(budget, **extra):
+        body = {"logprobs": True, "extra_body": {"return_tokens_as_token_ids": True, "max_reasoning_tokens": budget},
+                **extra}
+        r = chat(deepseek, max_tokens=40, **body).choices[0]
+        ids = [int(t.token.split(":")[1]) for t in r.logprobs.content]
+        return r, ids
+    free = chat(deepseek, max_tokens=40).choices[0]
+    assert free.message.reasoning_content and not free.message.content  # left alone, it thinks past 40 tokens
+    for budget in (5, 0):
+        r, ids = answer(budget)
+        assert ids[budget:budget + len(close)] == close, (budget, ids)
+        assert all(t.logprob == 0.0 for t in r.logprobs.content[budget:budget + len(close)])  # forced: certain
+        assert r.message.content, r  # the answer follows
+        assert (r.message.reasoning_content or "") == (free.message.reasoning_content[:len(r.message.reasoning_content
+                                                                                        or "")])
+        s_reasoning, s_content, _ = streamed(deepseek, max_tokens=40, extra_body={"max_reasoning_tokens": budget})
+        assert (s_reasoning, s_content) == (r.message.reasoning_content or "", r.message.content)
+    # Anthropic's thinking.budget_tokens is the same bound.
+    m = httpx.post(deepseek.url + "/v1/messages", timeout=120, json={
+        "messages": ASK, "max_tokens": 40, "temperature": 0,
+        "thinking": {"type": "enabled", "budget_tokens": 5}}).json()
+    r, _ = answer(5)
+    assert [b["type"] for b in m["content"]][:2] == ["thinking", "text"], m
+    assert (m["content"][0]["thinking"], m["content"][1]["text"]) == (r.message.reasoning_content, r.message.content)
+    # What cannot be honoured is a 400 that names the field.
+    for request in [{"extra_body": {"max_reasoning_tokens": -1}},
+                    {"extra_body": {"max_reasoning_tokens": 5, "structured_outputs": {"regex": "[a-z]+"}}},
+                    {"reasoning_effort": "low"}]:  # this template takes no effort
+        with pytest.raises(openai.BadRequestError) as e:
+            chat(deepseek, max_tokens=4, **request)
+        assert "reasoning" in str(e.value), e.value
+    c = client_of(deepseek)
+    with pytest.raises(openai.BadRequestError):
+        c.completions.create(model=c.models.list().data[0].id, prompt="Hi", max_tokens=2,
+                             extra_body={"max_reasoning_tokens": 3})
+
+
+# Hermes-style tool calls (it names <tool_call>), content used as a string.
+STRICT_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{% if '</think>' in m.content %}{% endif %}"
+                   "{{ m.content }}{% for c in m.tool_calls or [] %}<tool_call>{{ c.function.name }}</tool_call>"
+                   "{% endfor %}<|im_end|>\n{% endfor %}<|im_start|>assistant\n")
+
+
+def test_a_tool_call_only_turn_reaches_a_strict_template_as_empty_text(tmp_path_factory):
+    """The agent loop's second request: an assistant turn of tool calls only
+    (content null) and the tool's result, under a template that uses content
+    as a string (`in`, as Qwen3's as llama.cpp ships it does): 200, and the
+    turn is rendered with empty text, through the openai client and raw HTTP."""
+    path = tmp_path_factory.mktemp("strict") / "strict.jinja"
+    path.write_text(STRICT_TEMPLATE)
+    s = start_folio_server(tmp_path_factory, "fields-strict", "--max-model-len", "1024", "--kv-cache-memory", "64MiB",
+                           "--chat-template", str(path))
+    try:
+        tools = [{"type": "function", "function": {"name": "get", "parameters": {"type": "object"}}}]
+        history = [{"role": "user", "content": "Weather?"},
+                   {"role": "assistant", "content": None, "tool_calls": [
+                       {"id": "c1", "type": "function", "function": {"name": "get", "arguments": "{}"}}]},
+                   {"role": "tool", "tool_call_id": "c1", "content": "sunny"}]
+        r = chat(s, messages=history, tools=tools, max_tokens=4)
+        assert r.choices[0].finish_reason in ("stop", "length", "tool_calls")
+        shown = httpx.post(s.url + "/tokenize", timeout=60, json={
+            "messages": [{k: v for k, v in m.items() if not (k == "content" and v is None)} for m in history],
+            "tools": tools, "return_token_strs": True}).json()
+        assert ("<|im_start|>assistant\n<tool_call>get</tool_call><|im_end|>\n<|im_start|>tool\nsunny<|im_end|>"
+                in "".join(shown["token_strs"])), shown["token_strs"]
+    finally:
+        assert s.stop() == 0, s.log()

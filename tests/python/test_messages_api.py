@@ -1,11 +1,15 @@
 """Anthropic's Messages API (/v1/messages) against a real `folio serve` with
 Anthropic's official client: text answers streamed and not (the stream's
 text equals the whole answer), system prompts, stop_sequences, max_tokens,
-forced tool use with a tool_result round trip, thinking blocks, token
-counting, the x-api-key header, and errors in Anthropic's shape."""
+forced tool use with a tool_result round trip, thinking blocks, structured
+outputs (messages.parse), token counting, the x-api-key header, and errors
+in Anthropic's shape."""
+import json
+
 import anthropic
 import httpx
 import jsonschema
+import pydantic
 import pytest
 
 from conftest import start_folio_server
@@ -40,7 +44,7 @@ def model(server):
 def test_a_text_answer_streamed_and_not(client, model):
     m = client.messages.create(model=model, max_tokens=24, extra_body=GREEDY, system="You answer briefly.",
                                messages=[{"role": "user", "content": "Name a colour."}])
-    assert m.type == "message" and m.role == "assistant" and m.id.startswith("msg")
+    assert m.type == "message" and m.role == "assistant" and m.id.startswith("msg_")
     assert [b.type for b in m.content] == ["text"] and m.content[0].text
     assert m.stop_reason in ("end_turn", "max_tokens")
     assert m.usage.input_tokens > 0 and 0 < m.usage.output_tokens <= 24
@@ -64,7 +68,7 @@ def test_forced_tool_use_and_a_tool_result_round_trip(client, model):
                                tool_choice={"type": "any", "disable_parallel_tool_use": True})
     assert m.stop_reason == "tool_use"
     uses = [b for b in m.content if b.type == "tool_use"]
-    assert len(uses) == 1 and uses[0].name == "get_weather"
+    assert len(uses) == 1 and uses[0].name == "get_weather" and uses[0].id.startswith("toolu_")
     jsonschema.validate(uses[0].input, WEATHER["input_schema"])
     # The same call streamed: the input arrives as input_json_delta fragments.
     with client.messages.stream(model=model, max_tokens=120, extra_body=GREEDY, messages=ASK, tools=[WEATHER],
@@ -91,6 +95,31 @@ def test_thinking_comes_back_as_thinking_blocks(client, model):
         final = s.get_final_message()
     assert [(b.type, getattr(b, "thinking", None) or getattr(b, "text", None)) for b in final.content] == \
         [("thinking", m.content[0].thinking), ("text", m.content[1].text)]
+
+
+class City(pydantic.BaseModel):
+    name: str
+    country: str
+
+
+def test_structured_outputs_through_parse(client, model, server):
+    # messages.parse sends output_config.format: {"type": "json_schema", "schema": ...}.
+    m = client.messages.parse(model=model, max_tokens=100, extra_body=GREEDY, output_format=City,
+                              messages=[{"role": "user", "content": "Name a city in France."}])
+    assert m.stop_reason == "end_turn", m.content
+    assert isinstance(m.parsed_output, City) and m.parsed_output.name, m.content
+    # The beta's top-level output_format too; and what cannot be honoured is a 400.
+    schema = City.model_json_schema()
+    r = httpx.post(server.url + "/v1/messages", headers={"x-api-key": KEY}, json={
+        "model": model, "max_tokens": 100, "temperature": 0, "messages": [{"role": "user", "content": "A city."}],
+        "output_format": {"type": "json_schema", "schema": schema}})
+    assert r.status_code == 200, r.text
+    jsonschema.validate(json.loads(r.json()["content"][0]["text"]), schema)
+    for bad in ({"output_config": {"format": {"type": "xml"}}},
+                {"output_config": {"format": {"type": "json_schema", "schema": {"$ref": "#/$defs/Nope"}}}}):
+        r = httpx.post(server.url + "/v1/messages", headers={"x-api-key": KEY},
+                       json={"model": model, "max_tokens": 5, "messages": ASK, **bad})
+        assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error", r.text
 
 
 def test_errors_come_in_anthropics_shape(client, model, server):

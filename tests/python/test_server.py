@@ -420,3 +420,19 @@ def test_metrics_exposition_and_deltas(server, client):
     assert after[("folio:kv_cache_blocks_used", ())] == 0
     assert after[("folio:kv_cache_blocks_total", ())] > 0
     assert delta("folio:http_responses_total", (("status", "200"),)) >= 2
+
+
+def test_system_fingerprint_on_every_response_and_chunk(server, client):
+    """OpenAI's system_fingerprint: the build and everything that decides the
+    bits, the same on every answer of one server (and on GET /version)."""
+    fp = httpx.get(server.url + "/version", timeout=10).json()["system_fingerprint"]
+    assert fp.startswith("fp_") and len(fp) == 19, fp
+    chat = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}], max_tokens=3)
+    assert chat.system_fingerprint == fp
+    assert client.completions.create(model=MODEL, prompt=PROMPT, max_tokens=3).system_fingerprint == fp
+    for path, body in [("/v1/chat/completions", {"messages": [{"role": "user", "content": "Hi"}]}),
+                       ("/v1/completions", {"prompt": PROMPT})]:
+        chunks = sse_events(server, path, {**body, "max_tokens": 3, "stream": True,
+                                           "stream_options": {"include_usage": True}})
+        assert len(chunks) >= 3 and all(c["system_fingerprint"] == fp for c in chunks), chunks
+    assert fp in server.log()  # the start-up line says what it hashed

@@ -119,6 +119,26 @@ def test_prompt_longer_than_context_names_both_numbers(server):
     still_serving(server)
 
 
+def test_prompt_longer_than_context_is_context_length_exceeded(server):
+    """OpenAI's (and vLLM's) code, which clients key their context-window
+    fallbacks on; and OpenAI's words, which litellm matches (its
+    ContextWindowExceededError looks for "this model's maximum context length
+    is" in the message of an OpenAI-compatible server's 400)."""
+    client = openai.OpenAI(base_url=server.base_url, api_key="unused", max_retries=0)
+    for call in (lambda: client.chat.completions.create(model=MODEL, max_tokens=2,
+                                                        messages=[{"role": "user", "content": "hello " * 300}]),
+                 lambda: client.completions.create(model=MODEL, prompt="hello " * 300, max_tokens=2),
+                 lambda: client.chat.completions.create(model=MODEL, max_tokens=2, stream=True,
+                                                        messages=[{"role": "user", "content": "hello " * 300}])):
+        with pytest.raises(openai.BadRequestError) as err:
+            call()
+        assert err.value.code == "context_length_exceeded", err.value.body
+        message = err.value.body["message"]
+        assert "this model's maximum context length is %d tokens" % MAX_MODEL_LEN in message.lower(), message
+        assert "shorten the prompt" in message and "--max-model-len" in message, message
+    still_serving(server)
+
+
 def test_unknown_routes_are_404_known_routes_with_another_method_405(server):
     for method, path in [("GET", "/v1/nothing"), ("POST", "/v1/completions/extra"), ("GET", "/v1/models/gpt-4o")]:
         check_error(httpx.request(method, server.url + path), 404)

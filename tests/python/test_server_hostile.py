@@ -337,12 +337,107 @@ def test_idle_connections_make_room_for_new_clients(server):
         s.close()
 
 
+class Slowloris:
+    """Connections that trickle a header that never ends, one byte each per
+    round, and reconnect when the server closes them (as the attack does)."""
+
+    def __init__(self, server, sources, per_source):
+        self.server, self.stop = server, threading.Event()
+        self.slots = [[src, None, 0] for src in sources for _ in range(per_source)]
+        self.thread = threading.Thread(target=self.run)
+
+    line = b"GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 100_000
+
+    def open(self, slot):
+        try:
+            s = socket.create_connection(("127.0.0.1", self.server.port), timeout=2, source_address=(slot[0], 0))
+            s.sendall(self.line[:1])  # never idle: its header has begun
+            s.setblocking(False)
+            slot[1], slot[2] = s, 1
+        except OSError:
+            slot[1] = None
+
+    def run(self):
+        line = self.line
+        for slot in self.slots:
+            self.open(slot)
+        while not self.stop.is_set():
+            for slot in self.slots:
+                alive = slot[1] is not None
+                if alive:
+                    try:
+                        slot[1].recv(1, socket.MSG_PEEK)
+                        alive = False  # an answer (408, 429) or the close: the server let go
+                    except BlockingIOError:
+                        pass  # nothing from the server: the place is still held
+                    except OSError:
+                        alive = False
+                if alive:
+                    try:
+                        slot[1].send(line[slot[2]:slot[2] + 1])
+                        slot[2] += 1
+                    except OSError:
+                        alive = False
+                if not alive:
+                    if slot[1] is not None:
+                        slot[1].close()
+                    self.open(slot)
+            time.sleep(0.1)
+        for slot in self.slots:
+            if slot[1] is not None:
+                slot[1].close()
+
+    def __enter__(self):
+        self.thread.start()
+        time.sleep(1.5)  # all open, and their headers older than a moment
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join(30)
+
+
+def probe_health(server, source, times=20):
+    """(status, seconds) of `times` GET /health from `source`, 100 ms apart."""
+    out = []
+    for _ in range(times):
+        start = time.monotonic()
+        try:
+            raw = exchange(server, b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", timeout=5,
+                           source=source)
+            status = statuses(raw)[0] if statuses(raw) else 0
+        except OSError:
+            status = 0
+        out.append((status, round(time.monotonic() - start, 3)))
+        time.sleep(0.1)
+    return out
+
+
+def test_health_answers_within_a_second_under_a_slowloris(server):
+    # A probe that times out restarts the pod. Trickling headers past a
+    # client's share (the probe from the same address) and past the server's
+    # connection limit (the probe from elsewhere) must not keep it out: the
+    # newcomer closes the oldest header still arriving after a moment, as it
+    # closes idle connections. 20 of 20 within 1 s.
+    with Slowloris(server, ["127.0.2.1"], PER_CLIENT + 10):
+        seen = probe_health(server, "127.0.2.1")
+    assert not [(status, s) for status, s in seen if status != 200 or s >= 1], seen
+    sources = [f"127.0.3.{i}" for i in range(1, 4)]
+    with Slowloris(server, sources, MAX_CONNECTIONS // 3 + 10):
+        seen = probe_health(server, "127.0.3.9")
+    assert not [(status, s) for status, s in seen if status != 200 or s >= 1], seen
+    r = httpx.get(server.url + "/metrics")
+    closed = [line for line in r.text.splitlines() if line.startswith("folio:http_slow_headers_closed_total")]
+    assert closed and float(closed[0].rsplit(" ", 1)[1]) > 0, closed
+
+
 def test_connection_limits_refuse_the_excess_at_once(server):
-    # One client holding its share with half-sent requests (not idle: they cannot be closed for room).
+    # One client holding its share with requests whose bodies are coming (not
+    # idle, and past their header: they cannot be closed for room).
     held = []
     for _ in range(PER_CLIENT):
         s = connect(server, "127.0.0.4")
-        s.sendall(b"GET /health HTTP/1.1\r\n")
+        s.sendall(b"POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
         held.append(s)
     time.sleep(0.2)
     start = time.monotonic()
@@ -395,23 +490,56 @@ def test_paths_with_control_characters_never_reach_the_log(server):
 
 
 def test_half_closed_request_gets_its_whole_answer(server):
-    for stream in (False, True):
-        body = {"prompt": "Count: one, two,", "max_tokens": 40, "ignore_eos": True, "temperature": 0,
-                "stream": stream}
-        s = connect(server)
-        s.sendall(post("/v1/completions", body))
-        s.shutdown(socket.SHUT_WR)  # a FIN: nothing more to send, still reading
-        raw = read_until_close(s, 30)
-        s.close()
-        assert statuses(raw)[-1] == 200, raw[:300]
-        if stream:
-            events = [line[6:] for line in raw.decode().split("\n") if line.startswith("data: ")]
-            assert events[-1] == "[DONE]"
-            assert json.loads(events[-2])["choices"][0]["finish_reason"] == "length"
-        else:
-            answer = body_of(raw)
-            assert answer["choices"][0]["finish_reason"] == "length"
-            assert answer["usage"]["completion_tokens"] == 40
+    # HTTP allows a half-close, and tools send one: the answer comes whole and
+    # alone, with no interim 100 Continue the client did not ask for (a client
+    # that reads the first status line saw 0 of 24 tokens). Several times, so
+    # that answers slower and quicker than a moment are both seen.
+    for attempt in range(3):
+        for stream in (False, True):
+            body = {"prompt": "Count: one, two,", "max_tokens": 40, "ignore_eos": True, "temperature": 0,
+                    "stream": stream}
+            s = connect(server)
+            s.sendall(post("/v1/completions", body))
+            s.shutdown(socket.SHUT_WR)  # a FIN: nothing more to send, still reading
+            raw = read_until_close(s, 30)
+            s.close()
+            assert raw.startswith(b"HTTP/1.1 200 OK\r\n"), raw[:300]
+            assert statuses(raw) == [200], raw[:300]
+            if stream:
+                events = [line[6:] for line in raw.decode().split("\n") if line.startswith("data: ")]
+                assert events[-1] == "[DONE]"
+                assert json.loads(events[-2])["choices"][0]["finish_reason"] == "length"
+                assert len(events) == 41, len(events)  # 40 tokens, then [DONE]
+            else:
+                answer = body_of(raw)
+                assert answer["choices"][0]["finish_reason"] == "length"
+                assert answer["usage"]["completion_tokens"] == 40
+
+
+def test_a_client_that_vanishes_mid_stream_is_aborted_at_its_next_token(server):
+    # A client that closes its socket (a FIN, then nothing) is found gone by
+    # the write that follows: its socket answers with a reset. Its sequence
+    # stops within a token or two of what it had read, not at max_tokens.
+    body = {"prompt": "Count:", "max_tokens": 400, "ignore_eos": True, "temperature": 0, "stream": True}
+    s = connect(server)
+    s.sendall(post("/v1/completions", body))
+    s.shutdown(socket.SHUT_WR)
+    got = b""
+    while got.count(b"data: ") < 5:
+        d = s.recv(65536)
+        assert d, got
+        got += d
+    s.close()  # everything sent so far was read: a FIN, no reset yet
+    received = got.count(b"data: ")
+    deadline = time.monotonic() + 10
+    line = None
+    while line is None and time.monotonic() < deadline:
+        lines = [l for l in server.log().splitlines() if "POST /v1/completions 200" in l and "hung up" in l]
+        line = lines[-1] if lines else None
+        time.sleep(0.05)
+    assert line, server.log()[-2000:]
+    generated = int(line.split(" + ")[1].split(" ")[0])
+    assert generated < received + 8, (received, line)
 
 
 def test_careless_but_legal_clients_are_served(server):

@@ -181,6 +181,32 @@ def test_json_object_on_chat_and_completions(client):
     assert stops > 0
 
 
+def test_json_object_is_an_object_never_an_array(server):
+    """JSON mode promises an object: prompts that lead a model to an array
+    (greedy SmolLM2 wrote [3, 2, 1] and ["c", "d"] under any-JSON) give one."""
+    for prompt in ("The JSON array [1, 2, 3] reversed is ", 'x = ["a", "b"]\ny = '):
+        r = post(server, "/v1/completions", {"model": MODEL, "prompt": prompt, "max_tokens": 40, "temperature": 0,
+                                             "response_format": {"type": "json_object"}})
+        assert r.status_code == 200, r.text
+        check_json_object(r.json()["choices"][0]["text"], r.json()["choices"][0]["finish_reason"])
+
+
+def test_json_object_with_a_schema_follows_it(server):
+    """llama-server's extension: {"type": "json_object", "schema": {...}} is the schema."""
+    schema = {"type": "object", "properties": {"reversed": {"type": "array", "items": {"type": "integer"},
+                                                            "maxItems": 5}},
+              "required": ["reversed"], "additionalProperties": False}
+    for path, base in (("/v1/completions", {"prompt": "The JSON array [1, 2, 3] reversed is "}),
+                       ("/v1/chat/completions", {"messages": [{"role": "user", "content": "Reverse [1, 2, 3]."}]})):
+        r = post(server, path, {"model": MODEL, "max_tokens": 60, "temperature": 0, **base,
+                                "response_format": {"type": "json_object", "schema": schema}})
+        assert r.status_code == 200, r.text
+        choice = r.json()["choices"][0]
+        text = choice["text"] if "text" in choice else choice["message"]["content"]
+        assert choice["finish_reason"] == "stop", text
+        jsonschema.validate(json.loads(text), schema)
+
+
 def test_completions_json_schema_and_streaming(server):
     schema = SCHEMAS["recipe"]
     body = {"model": MODEL, "prompt": "A recipe as JSON:", "max_tokens": 400, "temperature": 0,

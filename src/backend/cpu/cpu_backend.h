@@ -24,6 +24,10 @@ class CpuBackend final : public Backend {
   explicit CpuBackend(int num_threads, std::string_view max_level = {},
                       MatmulPrecision precision = MatmulPrecision::kQ8);
   std::string name() const override { return "cpu"; }
+  // The SIMD level and the matmul precision choose the kernels.
+  std::string numerics() const override {
+    return "cpu " + features_.level() + (matmul_precision() == MatmulPrecision::kQ8 ? " q8" : " f32");
+  }
   Device device() const override { return Device::kCpu; }
   int num_threads() const { return pool_.size(); }
   const CpuFeatures& features() const { return features_; }

@@ -56,6 +56,11 @@ class CudaBackend final : public Backend {
   Device device() const override { return Device::kCuda; }
   DType activation_dtype() const override { return act_; }
   bool batch_invariant() const { return batch_invariant_; }
+  // The device too: another GPU model may round differently.
+  std::string numerics() const override {
+    return "cuda " + std::string(folio::name(act_)) + (batch_invariant_ ? " batch-invariant " : " batch-variant ") +
+           memory_use().device_name;
+  }
   CudaMemoryUse memory_use() const;
 
   Buffer allocate(std::size_t bytes) override;

@@ -29,6 +29,7 @@ class SealedBackend final : public ForwardingBackend {
 
   std::string name() const override { return "sealed"; }
   Device device() const override { return Device::kSealed; }
+  std::string numerics() const override { return "sealed " + inner().numerics(); }
   // What crossed between host and device so far.
   const CrossingCounts& crossings() const { return crossings_; }
 

@@ -136,7 +136,11 @@ std::shared_ptr<const CompiledConstraint> ConstraintCompiler::compile_uncached(c
   try {
     switch (spec.kind) {
       case ConstraintSpec::Kind::kJsonObject:
-        impl->grammar = compiler->CompileBuiltinJSONGrammar();
+        // An object, as JSON mode promises (xgrammar's built-in JSON grammar
+        // also takes an array); any keys and values, since a schema
+        // without strict mode allows more properties. Compact, as below.
+        impl->grammar = compiler->CompileJSONSchema(R"({"type": "object"})", /*any_whitespace=*/false, std::nullopt,
+                                                    std::nullopt, /*strict_mode=*/false);
         break;
       case ConstraintSpec::Kind::kJsonSchema:
         // Compact JSON (", " and ": " between items, no other whitespace): a

@@ -21,6 +21,7 @@ namespace folio {
 class Tokenizer;
 
 struct ConstraintSpec {
+  // kJsonObject: any JSON object (its text unused).
   // kStructuralTag: xgrammar's structural-tag JSON (tool calls: tags whose
   // content is a JSON schema, free text between them or not).
   enum class Kind { kJsonObject, kJsonSchema, kRegex, kChoice, kGrammar, kStructuralTag };

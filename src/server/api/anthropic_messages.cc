@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <limits>
+
 #include "server/api/choice_reader.h"
 #include "server/api/openai_response.h"
 #include "server/http/http_message.h"
@@ -145,6 +147,33 @@ Json chat_tool_choice(const Json& choice, std::optional<bool>& parallel) {
   bad_request("tool_choice", fmt::format("tool_choice.type \"{}\" is not auto, any, tool or none", printable(t, 64)));
 }
 
+// Anthropic's structured outputs: output_config.format (what the client's
+// messages.parse(output_format=...) sends) or the beta's top-level
+// output_format, {"type": "json_schema", "schema": {...}}.
+std::optional<RequestedConstraint> output_format(const Json& body) {
+  const Json* format = nullptr;
+  std::string param;
+  if (const Json* config = get_object(body, "output_config")) {
+    format = field_of(*config, "format");
+    param = "output_config.format";
+  }
+  if (const Json* beta = field_of(body, "output_format")) {
+    if (format != nullptr)
+      bad_request("output_format", "output_format and output_config.format both give the format; give one");
+    format = beta;
+    param = "output_format";
+  }
+  if (format == nullptr) return std::nullopt;
+  const Json* type = format->is_object() ? field_of(*format, "type") : nullptr;
+  if (type == nullptr || *type != "json_schema")
+    bad_request(param, fmt::format("{} must be {{\"type\": \"json_schema\", \"schema\": {{...}}}}: JSON schemas are the "
+                                   "output formats served",
+                                   param));
+  const Json* schema = field_of(*format, "schema");
+  if (schema == nullptr) bad_request(param, fmt::format("{}.schema is missing: give the JSON schema the answer must follow", param));
+  return RequestedConstraint{param, {ConstraintSpec::Kind::kJsonSchema, schema_text(*schema, param + ".schema"), {}}};
+}
+
 const char* stop_reason(const std::string& finish) {
   if (finish == "length") return "max_tokens";
   if (finish == "tool_calls") return "tool_use";
@@ -153,6 +182,13 @@ const char* stop_reason(const std::string& finish) {
 
 void append_event(std::string& out, const char* name, const Json& data) {
   out += fmt::format("event: {}\ndata: {}\n\n", name, dump_json(data));
+}
+
+// A call's id as Anthropic spells it (toolu_...); the reader names calls as OpenAI does (call_...).
+std::string tool_use_id(const std::string& call_id) {
+  constexpr std::string_view kOpenAi = "call_";
+  if (call_id.rfind(kOpenAi, 0) == 0) return "toolu_" + call_id.substr(kOpenAi.size());
+  return call_id;
 }
 
 Json usage_json(const Usage& u) {
@@ -168,7 +204,7 @@ class MessagesShape final : public AnswerShape {
   MessagesShape(const GenerationJob& job, std::string model)
       : prompt_tokens_(static_cast<std::int64_t>(job.prompts.at(0).size())),
         model_(std::move(model)),
-        id_(new_response_id("msg")),
+        id_(new_response_id("msg_")),
         reader_(job) {}
 
   std::string opening_events() override {
@@ -198,7 +234,7 @@ class MessagesShape final : public AnswerShape {
           break;
         case OutputEvent::Kind::kCallStart:
           open_block(out, Block::kToolUse,
-                     {{"type", "tool_use"}, {"id", e.id}, {"name", e.text}, {"input", Json::object()}},
+                     {{"type", "tool_use"}, {"id", tool_use_id(e.id)}, {"name", e.text}, {"input", Json::object()}},
                      /*always_new=*/true);
           break;
         case OutputEvent::Kind::kArguments:
@@ -239,7 +275,7 @@ class MessagesShape final : public AnswerShape {
           append_text(Block::kThinking, "thinking", e.text);
           break;
         case OutputEvent::Kind::kCallStart:
-          blocks_.push_back({Block::kToolUse, {{"type", "tool_use"}, {"id", e.id}, {"name", e.text}}, ""});
+          blocks_.push_back({Block::kToolUse, {{"type", "tool_use"}, {"id", tool_use_id(e.id)}, {"name", e.text}}, ""});
           break;
         case OutputEvent::Kind::kArguments:
           if (!blocks_.empty()) blocks_.back().arguments += e.text;
@@ -340,6 +376,12 @@ ChatRequest read_messages_request(const Json& body, bool count_only) {
   // The names Anthropic shares with OpenAI (model, temperature, top_p, top_k,
   // stream) and the server's extensions (structured outputs, seed, min_p, ...).
   r.fields = read_request_fields(body);
+  if (std::optional<RequestedConstraint> format = output_format(body)) {
+    if (r.fields.output_format)
+      bad_request(format->param, fmt::format("{} and {} both constrain the output; give only one", format->param,
+                                             r.fields.output_format->param));
+    r.fields.output_format = std::move(format);
+  }
   if (field_of(body, "n") != nullptr && r.fields.sampling.n != 1)
     bad_request("n", "the Messages API gives one answer per request; leave n out");
   r.max_tokens = read_max_tokens(body, "max_tokens");
@@ -363,15 +405,26 @@ ChatRequest read_messages_request(const Json& body, bool count_only) {
   r.template_kwargs = read_template_kwargs(body);
   if (const Json* thinking = field_of(body, "thinking"); thinking != nullptr && thinking->is_object()) {
     const Json* type = field_of(*thinking, "type");
-    if (type != nullptr && type->is_string())
-      r.template_kwargs = Json{{"enable_thinking", type->get<std::string>() == "enabled"}};
+    if (type != nullptr && type->is_string()) {
+      const bool enabled = type->get<std::string>() == "enabled";
+      if (!r.template_kwargs) r.template_kwargs = Json::object();
+      if (!r.template_kwargs->contains("enable_thinking")) (*r.template_kwargs)["enable_thinking"] = enabled;
+      // budget_tokens: the thinking's bound, forced as max_reasoning_tokens is.
+      if (const Json* budget = field_of(*thinking, "budget_tokens"); enabled && budget != nullptr) {
+        if (!budget->is_number_integer() || budget->get<std::int64_t>() < 0 ||
+            budget->get<std::int64_t>() > std::numeric_limits<int>::max())
+          bad_request("thinking", "thinking.budget_tokens must be a whole number of tokens, >= 0");
+        r.fields.max_reasoning_tokens = budget->get<int>();
+        r.fields.param_names["max_reasoning_tokens"] = "thinking";
+      }
+    }
   }
   return r;
 }
 
 std::unique_ptr<AnswerShape> make_messages_shape(const GenerationJob& job, const Tokenizer&,
-                                                 const std::string& model_name) {
-  return std::make_unique<MessagesShape>(job, model_name);
+                                                 const GenerationContext& context) {
+  return std::make_unique<MessagesShape>(job, context.model_name);
 }
 
 std::string anthropic_error_body(int status, const std::string& message) {

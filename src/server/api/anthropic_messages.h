@@ -21,7 +21,7 @@ ChatRequest read_messages_request(const Json& body, bool count_only = false);
 
 // The answer's shape for /v1/messages.
 std::unique_ptr<AnswerShape> make_messages_shape(const GenerationJob& job, const Tokenizer& tokenizer,
-                                                 const std::string& model_name);
+                                                 const GenerationContext& context);
 
 // {"type": "error", "error": {"type": ..., "message": ...}}, as Anthropic's clients read errors.
 std::string anthropic_error_body(int status, const std::string& message);

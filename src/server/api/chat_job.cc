@@ -44,6 +44,10 @@ std::vector<TokenId> encode_conversation(const ChatRequest& r, const ModelContex
   }
   if (r.tools && model.tool_format != ToolFormat::kGeneric) refuse_special_text(r.tools->definitions, "tools", model);
   std::vector<ChatMessage> messages = r.messages;
+  // A turn of tool calls alone reaches the template with content "" (as
+  // llama-server and vLLM give it), unless the template tests for null.
+  if (!model.null_tool_call_content)
+    for (ChatMessage& m : messages) m.content_null = false;
   shape_tool_conversation(model.tool_format, model.chat_template->source(), r.tools, messages, options);
   try {
     return encode_chat(*model.chat_template, *model.tokenizer, messages, options, add_special_tokens,
@@ -63,6 +67,23 @@ std::vector<TokenId> tokenize_chat(const ChatRequest& request, const ModelContex
 
 GenerationJob make_chat_job(ChatRequest r, const ModelContext& model) {
   check_num_choices(1, r.fields.sampling.n, model);
+  auto name_of = [&r](const std::string& param) {
+    auto it = r.fields.param_names.find(param);
+    return it == r.fields.param_names.end() ? param : it->second;
+  };
+  const std::optional<int> budget = r.fields.max_reasoning_tokens;
+  const std::string budget_param = name_of("max_reasoning_tokens");
+  if (r.fields.reasoning_effort) {
+    // A variable of the templates that take it (gpt-oss's); a request's own
+    // chat_template_kwargs win.
+    if (model.chat_template->source().find("reasoning_effort") == std::string::npos)
+      bad_request(name_of("reasoning_effort"),
+                  "this model's chat template takes no reasoning effort; bound its thinking with "
+                  "max_reasoning_tokens instead");
+    if (!r.template_kwargs) r.template_kwargs = Json::object();
+    if (!r.template_kwargs->contains("reasoning_effort"))
+      (*r.template_kwargs)["reasoning_effort"] = *r.fields.reasoning_effort;
+  }
   GenerationJob job = begin_job(Endpoint::kChatCompletions, std::move(r.fields), model);
   job.params.max_tokens = r.max_tokens;
   job.params.stop = std::move(r.stop);
@@ -107,6 +128,17 @@ GenerationJob make_chat_job(ChatRequest r, const ModelContext& model) {
         }
       }
     }
+  }
+  if (budget) {
+    if (!job.reasoning)
+      bad_request(budget_param,
+                  "this model does not think in <think> tags as far as this server knows (its chat template shows "
+                  "none); start the server with --reasoning-parser think if it does");
+    ReasoningBudget& b = job.params.reasoning_budget;
+    b.max_tokens = *budget;
+    b.open = model.tokenizer->encode("<think>", /*add_special=*/false, /*parse_special=*/true);
+    b.close = model.tokenizer->encode("</think>", /*add_special=*/false, /*parse_special=*/true);
+    b.starts_inside = job.reasoning_starts_inside;
   }
   finish_job(job, model, "messages");
   return job;

@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <random>
+#include <regex>
 
 #include "core/utf8.h"
 #include "server/api/api_error.h"
@@ -91,6 +92,12 @@ std::optional<Unmarked> unmark(const std::string& marked, const Markers& m) {
 }
 
 }  // namespace
+
+bool template_tests_for_null_content(std::string_view template_source) {
+  // content, content'] or content"] before the test; Jinja's none is also spelled None.
+  static const std::regex kTest(R"(content['"]?\]?\s*(is\s+(not\s+)?none|[!=]=\s*none)\b)", std::regex::icase);
+  return std::regex_search(template_source.begin(), template_source.end(), kTest);
+}
 
 bool has_special_token_text(const Tokenizer& tokenizer, std::string_view text) {
   const Vocab& vocab = tokenizer.vocab();

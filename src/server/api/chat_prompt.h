@@ -24,7 +24,11 @@ namespace folio::server {
 struct ChatMessage {
   std::string role;
   std::string content;
-  bool content_null = false;  // the client sent null (an assistant message that only calls tools)
+  // An assistant message that only calls tools (the client sent null or no
+  // text). Rendered as null only for a template that tests content for none
+  // (template_tests_for_null_content); others get "", as llama-server and
+  // vLLM hand it, since many use content as a string.
+  bool content_null = false;
   // More fields for the template, after role and content: an assistant's
   // tool_calls (arguments as objects, as HF templates print them), a tool
   // message's tool_call_id and name.
@@ -40,6 +44,12 @@ struct ChatMessage {
 std::vector<TokenId> encode_chat(const ChatTemplate& chat_template, const Tokenizer& tokenizer,
                                  const std::vector<ChatMessage>& messages, const ChatRenderOptions& options,
                                  bool add_special_tokens, bool allow_special, bool continue_final = false);
+
+// Whether a chat template tests a message's content for none (`content is
+// none`, `content is not none`, `content == none`): DeepSeek-R1's distills
+// render tool calls on that branch, so such a template is handed null for an
+// assistant turn that only calls tools.
+bool template_tests_for_null_content(std::string_view template_source);
 
 // Whether `text` holds the text of a control (or unknown) token.
 bool has_special_token_text(const Tokenizer& tokenizer, std::string_view text);

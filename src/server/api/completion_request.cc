@@ -27,6 +27,10 @@ std::vector<TokenId> tokenize_text(const std::string& text, const ModelContext& 
 
 GenerationJob read_completion_request(const Json& body, const ModelContext& model) {
   RequestFields fields = read_request_fields(body);
+  if (fields.max_reasoning_tokens || fields.reasoning_effort)
+    bad_request(fields.max_reasoning_tokens ? "max_reasoning_tokens" : "reasoning_effort",
+                "a reasoning budget or effort applies to chat requests only (/v1/chat/completions, /v1/messages, "
+                "/v1/responses); a completion's prompt is the client's to write");
   const bool echo = get_bool(body, "echo").value_or(false);
   if (auto suffix = get_string(body, "suffix"); suffix && !suffix->empty())
     bad_request("suffix", "suffix (fill-in-the-middle) is not supported; leave it out");

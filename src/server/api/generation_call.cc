@@ -146,10 +146,11 @@ void stream_events(Call& call, AnswerShape& shape, HttpExchange& exchange) {
 // OpenAI's chat completions and completions.
 class OpenAiShape final : public AnswerShape {
  public:
-  OpenAiShape(const GenerationJob& job, const Tokenizer& tokenizer, const std::string& model_name)
+  OpenAiShape(const GenerationJob& job, const Tokenizer& tokenizer, const GenerationContext& context)
       : job_(job),
-        builder_(job, tokenizer, model_name,
-                 new_response_id(job.endpoint == Endpoint::kChatCompletions ? "chatcmpl" : "cmpl"), unix_seconds()) {}
+        builder_(job, tokenizer, context.model_name,
+                 new_response_id(job.endpoint == Endpoint::kChatCompletions ? "chatcmpl-" : "cmpl-"), unix_seconds(),
+                 context.system_fingerprint) {}
 
   std::string opening_events() override {
     std::string out;
@@ -192,8 +193,8 @@ void run_generation(const GenerationContext& context, GenerationJob job, HttpExc
   call.usage.resize(call.job.prompts.size());
   // Made while the job still holds its prompts (they move to the engine).
   const Tokenizer& tokenizer = *context.engine->session().tokenizer;
-  std::unique_ptr<AnswerShape> answer = shape ? shape(call.job, tokenizer, context.model_name)
-                                              : std::make_unique<OpenAiShape>(call.job, tokenizer, context.model_name);
+  std::unique_ptr<AnswerShape> answer =
+      shape ? shape(call.job, tokenizer, context) : std::make_unique<OpenAiShape>(call.job, tokenizer, context);
   for (auto& prompt : call.job.prompts) {
     EngineRequest request;
     request.prompt = std::move(prompt);
@@ -214,8 +215,7 @@ void run_generation(const GenerationContext& context, GenerationJob job, HttpExc
   });
 
   if (call.job.stream) {
-    exchange.begin_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}},
-                          ":\n\n");
+    exchange.begin_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}});
     try {
       stream_events(call, *answer, exchange);
     } catch (const std::exception& e) {

@@ -22,6 +22,7 @@ struct GenerationContext {
   std::shared_ptr<Engine> engine;
   ServerCounters* counters = nullptr;
   std::string model_name;
+  std::string system_fingerprint;  // OutputFingerprint's id: on every OpenAI-shaped answer
 };
 
 // How a job's answer is written for one API surface: OpenAI's chat and
@@ -44,7 +45,7 @@ class AnswerShape {
   virtual std::vector<std::string> finish_reasons() const = 0;
 };
 using ShapeMaker = std::function<std::unique_ptr<AnswerShape>(const GenerationJob& job, const Tokenizer& tokenizer,
-                                                              const std::string& model_name)>;
+                                                              const GenerationContext& context)>;
 
 // Submits the job and answers through `exchange`, returning once the answer
 // is written or abandoned. Throws ApiError before anything is sent when the

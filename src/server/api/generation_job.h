@@ -33,6 +33,7 @@ struct ModelContext {
   Json default_template_kwargs = Json::object();  // --chat-template-kwargs
   bool priority_scheduling = false;  // the engine schedules by `priority` (--scheduling-policy priority)
   bool reasoning = false;            // chat answers split <think> text into reasoning_content
+  bool null_tool_call_content = false;  // the template tests content for none: a tool-call-only turn keeps null
 };
 
 enum class Endpoint { kCompletions, kChatCompletions };

@@ -26,16 +26,17 @@ std::string new_response_id(const char* prefix) {
     return (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
   }();
   static std::atomic<std::uint64_t> counter{0};
-  return fmt::format("{}-{:016x}{:08x}", prefix, nonce, counter.fetch_add(1) & 0xFFFFFFFFu);
+  return fmt::format("{}{:016x}{:08x}", prefix, nonce, counter.fetch_add(1) & 0xFFFFFFFFu);
 }
 
 ResponseBuilder::ResponseBuilder(const GenerationJob& job, const Tokenizer& tokenizer, std::string model_name,
-                                 std::string id, std::int64_t created)
+                                 std::string id, std::int64_t created, std::string system_fingerprint)
     : job_(job),
       tokenizer_(tokenizer),
       model_(std::move(model_name)),
       id_(std::move(id)),
       created_(created),
+      system_fingerprint_(std::move(system_fingerprint)),
       n_(job.params.n),
       chat_(job.endpoint == Endpoint::kChatCompletions) {
   const auto choices = static_cast<std::size_t>(job.num_choices());
@@ -99,7 +100,11 @@ Json ResponseBuilder::stop_reason_json(const CompletionDelta& delta) {
 }
 
 Json ResponseBuilder::envelope(const char* object) const {
-  return Json{{"id", id_}, {"object", object}, {"created", created_}, {"model", model_}};
+  return Json{{"id", id_},
+              {"object", object},
+              {"created", created_},
+              {"model", model_},
+              {"system_fingerprint", system_fingerprint_.empty() ? Json(nullptr) : Json(system_fingerprint_)}};
 }
 
 Json ResponseBuilder::logprobs_json(int choice, const CompletionDelta& delta) {

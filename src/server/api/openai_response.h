@@ -19,8 +19,9 @@ namespace folio::server {
 
 class ResponseBuilder {
  public:
+  // `system_fingerprint`: OutputFingerprint's id, on the response and every chunk.
   ResponseBuilder(const GenerationJob& job, const Tokenizer& tokenizer, std::string model_name, std::string id,
-                  std::int64_t created);
+                  std::int64_t created, std::string system_fingerprint = {});
 
   // Streaming: the chunks that open each choice (chat: the assistant role;
   // completions with echo: the prompt text). Empty for completions otherwise.
@@ -65,6 +66,7 @@ class ResponseBuilder {
   std::string model_;
   std::string id_;
   std::int64_t created_;
+  std::string system_fingerprint_;
   int n_;
   bool chat_;
   std::vector<std::string> text_;       // [num_choices] non-streaming text
@@ -79,7 +81,9 @@ class ResponseBuilder {
   std::vector<Json> prompt_logprobs_;  // [prompts] vLLM's prompt_logprobs (null when not asked)
 };
 
-// "cmpl-..." / "chatcmpl-..." ids, unique within a server run.
+// An id unique within a server run: `prefix` and 24 hex digits. The prefix
+// is the API's own spelling, separator included ("chatcmpl-", "cmpl-",
+// "resp_", "msg_", ...): clients and test suites match it.
 std::string new_response_id(const char* prefix);
 
 }  // namespace folio::server

@@ -108,6 +108,9 @@ RequestFields read_request_fields(const Json& body) {
   if (auto v = get_bool(body, "skip_special_tokens")) p.skip_special_tokens = *v;
   read_logit_bias(body, p);
 
+  if (auto b = get_int(body, "max_reasoning_tokens", 0, kIntMax)) f.max_reasoning_tokens = static_cast<int>(*b);
+  f.reasoning_effort = get_string(body, "reasoning_effort");
+
   f.speculative = get_bool(body, "speculative").value_or(true);
   f.tokens_as_ids = get_bool(body, "return_tokens_as_token_ids").value_or(false);
   if (auto v = get_int(body, "priority", kIntMin, kIntMax)) f.priority = static_cast<int>(*v);

@@ -28,6 +28,11 @@ struct RequestFields {
   int priority = 0;
   std::string cache_salt;
   bool tokens_as_ids = false;  // return_tokens_as_token_ids
+  // Chat: thinking tokens before </think> is forced (max_reasoning_tokens,
+  // Anthropic's thinking.budget_tokens); the reasoning effort a template
+  // takes (reasoning_effort, Responses' reasoning.effort).
+  std::optional<int> max_reasoning_tokens;
+  std::optional<std::string> reasoning_effort;
   // The request's own names of parameters SamplingParams names otherwise
   // (max_tokens -> max_completion_tokens, logprobs -> top_logprobs, ...), so
   // that an error names the field the client sent.

@@ -108,9 +108,14 @@ std::string item_id(const char* prefix) { return new_response_id(prefix); }
 
 class ResponsesShape final : public AnswerShape {
  public:
-  ResponsesShape(const GenerationJob& job, std::string model)
+  ResponsesShape(const GenerationJob& job, std::string model, std::string system_fingerprint, ResponseStore* store,
+                 ResponseStorage storage, std::vector<ChatMessage> conversation)
       : model_(std::move(model)),
-        id_(item_id("resp")),
+        system_fingerprint_(std::move(system_fingerprint)),
+        store_(store),
+        storage_(std::move(storage)),
+        conversation_(std::move(conversation)),
+        id_(item_id("resp_")),
         created_(unix_seconds()),
         max_tokens_(job.params.max_tokens),
         reader_(job) {}
@@ -145,8 +150,9 @@ class ResponsesShape final : public AnswerShape {
     std::string out;
     close_item(&out);
     usage_ = usage;
-    event(out, incomplete_ ? "response.incomplete" : "response.completed",
-          {{"response", response_json(incomplete_ ? "incomplete" : "completed")}});
+    Json r = response_json(incomplete_ ? "incomplete" : "completed");
+    keep(r);
+    event(out, incomplete_ ? "response.incomplete" : "response.completed", {{"response", std::move(r)}});
     return out;
   }
 
@@ -160,13 +166,45 @@ class ResponsesShape final : public AnswerShape {
 
   std::string response(const Usage& usage) override {
     usage_ = usage;
-    return dump_json(response_json(incomplete_ ? "incomplete" : "completed"));
+    Json r = response_json(incomplete_ ? "incomplete" : "completed");
+    keep(r);
+    return dump_json(r);
   }
 
   std::vector<std::string> finish_reasons() const override { return {finish_}; }
 
  private:
   enum class Item { kNone, kReasoning, kMessage, kCall };
+
+  // store: the finished response, with the conversation and this answer's
+  // turn as a chat message (its text and calls; reasoning is dropped, as
+  // templates drop it from the history).
+  void keep(const Json& response) {
+    if (store_ == nullptr) return;
+    ChatMessage turn{"assistant", ""};
+    bool has_text = false;
+    for (const Json& item : output_) {
+      if (item["type"] == "message") {
+        turn.content += item["content"][0]["text"].get<std::string>();
+        has_text = true;
+      } else if (item["type"] == "function_call") {
+        std::optional<Json> arguments = parse_json(item["arguments"].get<std::string>());
+        if (!turn.fields.contains("tool_calls")) turn.fields["tool_calls"] = Json::array();
+        turn.fields["tool_calls"].push_back(
+            {{"id", item["call_id"]},
+             {"type", "function"},
+             {"function",
+              {{"name", item["name"]}, {"arguments", arguments ? std::move(*arguments) : Json::object()}}}});
+      }
+    }
+    turn.content_null = !has_text && turn.fields.contains("tool_calls");
+    StoredResponse stored;
+    stored.response = response;
+    stored.conversation = std::move(conversation_);
+    stored.conversation.push_back(std::move(turn));
+    store_->put(id_, std::move(stored));
+    store_ = nullptr;
+  }
 
   void event(std::string& out, const char* type, Json fields) {
     Json e = {{"type", type}};
@@ -219,7 +257,7 @@ class ResponsesShape final : public AnswerShape {
     text_.clear();
     call_id_ = call_id;
     name_ = name;
-    item_id_ = item_id(kind == Item::kMessage ? "msg" : kind == Item::kCall ? "fc" : "rs");
+    item_id_ = item_id(kind == Item::kMessage ? "msg_" : kind == Item::kCall ? "fc_" : "rs_");
     if (out == nullptr) return;
     event(*out, "response.output_item.added", {{"output_index", index()}, {"item", item_json("in_progress")}});
     if (kind != Item::kCall)
@@ -280,15 +318,17 @@ class ResponsesShape final : public AnswerShape {
         {"created_at", created_},
         {"status", status},
         {"error", nullptr},
-        {"incomplete_details", std::string_view(status) == "incomplete" ? Json{{"reason", "max_output_tokens"}}
-                                                                        : Json(nullptr)},
+        {"incomplete_details",
+         std::string_view(status) == "incomplete" ? Json{{"reason", "max_output_tokens"}} : Json(nullptr)},
         {"model", model_},
+        {"system_fingerprint", system_fingerprint_.empty() ? Json(nullptr) : Json(system_fingerprint_)},
         {"output", std::string_view(status) == "in_progress" ? Json::array() : output_},
         {"parallel_tool_calls", true},
         {"tool_choice", "auto"},
         {"tools", Json::array()},
         {"max_output_tokens", max_tokens_ ? Json(*max_tokens_) : Json(nullptr)},
-        {"store", false}};
+        {"previous_response_id", storage_.previous_response_id ? Json(*storage_.previous_response_id) : Json(nullptr)},
+        {"store", storage_.store}};
     if (std::string_view(status) != "in_progress")
       r["usage"] = {{"input_tokens", usage_.prompt_tokens},
                     {"input_tokens_details", {{"cached_tokens", usage_.cached_tokens}}},
@@ -299,6 +339,10 @@ class ResponsesShape final : public AnswerShape {
   }
 
   std::string model_;
+  std::string system_fingerprint_;
+  ResponseStore* store_;  // null: not stored (or stored already)
+  ResponseStorage storage_;
+  std::vector<ChatMessage> conversation_;
   std::string id_;
   std::int64_t created_;
   std::optional<int> max_tokens_;
@@ -315,9 +359,6 @@ class ResponsesShape final : public AnswerShape {
 }  // namespace
 
 ChatRequest read_responses_request(const Json& body) {
-  if (field_of(body, "previous_response_id"))
-    bad_request("previous_response_id",
-                "responses are not stored on this server: send the whole conversation in `input`");
   if (const Json* background = field_of(body, "background"); background != nullptr && *background == true)
     bad_request("background", "background responses are not supported");
   ChatRequest r;
@@ -327,6 +368,14 @@ ChatRequest read_responses_request(const Json& body) {
   r.fields.sampling.n = 1;
   r.max_tokens = read_max_tokens(body, "max_output_tokens");
   r.fields.param_names["max_tokens"] = "max_output_tokens";
+  if (const Json* reasoning = field_of(body, "reasoning"); reasoning != nullptr && !reasoning->is_null()) {
+    if (!reasoning->is_object()) bad_request("reasoning", "reasoning must be an object ({\"effort\": \"low\"})");
+    if (const Json* effort = field_of(*reasoning, "effort"); effort != nullptr && !effort->is_null()) {
+      if (!effort->is_string()) bad_request("reasoning", "reasoning.effort must be a string");
+      r.fields.reasoning_effort = effort->get<std::string>();
+      r.fields.param_names["reasoning_effort"] = "reasoning";
+    }
+  }
   r.stop = read_stop(body, "stop");
   if (const Json* instructions = field_of(body, "instructions")) {
     if (!instructions->is_string()) bad_request("instructions", "instructions must be a string");
@@ -368,9 +417,49 @@ ChatRequest read_responses_request(const Json& body) {
   return r;
 }
 
+ResponseStorage read_response_storage(const Json& body) {
+  ResponseStorage s;
+  s.store = get_bool(body, "store").value_or(true);
+  if (const Json* prev = field_of(body, "previous_response_id"); prev != nullptr && !prev->is_null()) {
+    if (!prev->is_string() || prev->get<std::string>().empty())
+      bad_request("previous_response_id", "previous_response_id must be a response's id (a string)");
+    s.previous_response_id = prev->get<std::string>();
+  }
+  s.has_instructions = field_of(body, "instructions") != nullptr;
+  return s;
+}
+
+std::shared_ptr<const StoredResponse> continue_stored(ResponseStore& store, const ResponseStorage& storage,
+                                                      ChatRequest& request) {
+  if (!storage.previous_response_id) return nullptr;
+  const std::string& id = *storage.previous_response_id;
+  ResponseStore::Lookup why = ResponseStore::Lookup::kUnknown;
+  std::shared_ptr<const StoredResponse> previous = store.find(id, &why);
+  if (!previous) {
+    const std::string message =
+        why == ResponseStore::Lookup::kEvicted
+            ? fmt::format(
+                  "Previous response with id '{}' was evicted: this server keeps its newest {} stored "
+                  "responses (--max-stored-responses). Send the whole conversation in `input` instead",
+                  printable(id, 128), store.max_responses())
+            : fmt::format(
+                  "Previous response with id '{}' not found: it was not stored on this server (store: "
+                  "false, another server, or before a restart). Send the whole conversation in `input` "
+                  "instead",
+                  printable(id, 128));
+    throw ApiError(400, message, "previous_response_id", "previous_response_not_found");
+  }
+  const auto at = request.messages.begin() + (storage.has_instructions ? 1 : 0);
+  request.messages.insert(at, previous->conversation.begin(), previous->conversation.end());
+  return previous;
+}
+
 std::unique_ptr<AnswerShape> make_responses_shape(const GenerationJob& job, const Tokenizer&,
-                                                  const std::string& model_name) {
-  return std::make_unique<ResponsesShape>(job, model_name);
+                                                  const GenerationContext& context, ResponseStore* store,
+                                                  ResponseStorage storage, std::vector<ChatMessage> conversation) {
+  storage.store = storage.store && store != nullptr;
+  return std::make_unique<ResponsesShape>(job, context.model_name, context.system_fingerprint,
+                                          storage.store ? store : nullptr, std::move(storage), std::move(conversation));
 }
 
 }  // namespace folio::server

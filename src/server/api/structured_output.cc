@@ -63,7 +63,12 @@ void response_format(const Json& v, std::vector<Found>& found) {
   const std::string t = type->get<std::string>();
   if (t == "text") return;
   if (t == "json_object") {
-    found.push_back({"response_format", {Kind::kJsonObject, "", {}}});
+    // llama-server's extension: a schema beside json_object is the schema to follow.
+    if (const Json* schema = field_of(v, "schema")) {
+      found.push_back({"response_format", {Kind::kJsonSchema, schema_text(*schema, "response_format.schema"), {}}});
+    } else {
+      found.push_back({"response_format", {Kind::kJsonObject, "", {}}});
+    }
     return;
   }
   if (t != "json_schema")

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <poll.h>
+#include <sys/socket.h>
 
 #include <boost/asio/write.hpp>
 #include <mutex>
@@ -20,8 +21,6 @@ constexpr std::size_t kIdleReadBytes = 4 << 10;
 constexpr std::uint64_t kChunkedReserveBytes = 64 << 10;  // a chunked body's first share of the body budget
 constexpr std::size_t kLingerBytes = 1 << 20;  // a refused body read and dropped, at most
 constexpr auto kLingerTime = std::chrono::seconds(2);
-constexpr auto kProbeDelay = std::chrono::milliseconds(100);     // a quick answer needs no probe
-constexpr auto kProbeInterval = std::chrono::milliseconds(100);  // then: is the probe reset?
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
 
 }  // namespace
@@ -32,8 +31,7 @@ HttpConnection::HttpConnection(asio::ip::tcp::socket socket, std::string client,
       host_(host),
       options_(host.options()),
       buffer_(std::max<std::size_t>(options_.limits.max_header_bytes + 4096, 64 << 10)),
-      deadline_(socket_.get_executor()),
-      probe_timer_(socket_.get_executor()) {}
+      deadline_(socket_.get_executor()) {}
 
 HttpConnection::~HttpConnection() = default;
 
@@ -46,12 +44,16 @@ void HttpConnection::refuse(int status, const std::string& message, const HttpFi
   refuse_request(status, message, fields, /*keep_alive=*/false);
 }
 
+void HttpConnection::set_phase(Phase phase) {
+  if ((phase_ == Phase::kHeader) != (phase == Phase::kHeader)) host_.reading_header(*this, phase == Phase::kHeader);
+  phase_ = phase;
+}
+
 void HttpConnection::begin_request() {
   parser_.emplace(options_.limits);
   exchange_.reset();
   answer_done_ = false;
   response_started_ = false;
-  probed_ = false;
   gone_ = false;
   logged_ = false;
   request_start_ = {};
@@ -64,13 +66,13 @@ void HttpConnection::begin_request() {
     return;
   }
   if (buffer_.size() > 0) {  // a pipelined request is already here
-    phase_ = Phase::kHeader;
     request_start_ = Clock::now();
+    set_phase(Phase::kHeader);
     set_deadline(options_.header_timeout, Phase::kHeader);
     parse();
     return;
   }
-  phase_ = Phase::kWaiting;
+  set_phase(Phase::kWaiting);
   idle_since_ = Clock::now();
   host_.idle(*this, true);
   set_deadline(options_.keep_alive_timeout, Phase::kWaiting);
@@ -118,8 +120,8 @@ void HttpConnection::on_read(const error_code& ec, std::size_t n) {
     case Phase::kWaiting:
       keep_read(n);
       host_.idle(*this, false);
-      phase_ = Phase::kHeader;
       request_start_ = Clock::now();
+      set_phase(Phase::kHeader);
       set_deadline(options_.header_timeout, Phase::kHeader);
       parse();
       break;
@@ -195,7 +197,7 @@ void HttpConnection::on_header() {
     if (!host_.reserve_body(want)) return refuse_for_body_budget();
     body_reserved_ = want;
     if (parser_->expects_continue()) send(std::string(kContinue), false);
-    phase_ = Phase::kBody;
+    set_phase(Phase::kBody);
     set_deadline(options_.body_timeout, Phase::kBody);
   }
   parser_->resume_body();
@@ -221,7 +223,7 @@ bool HttpConnection::grow_body_reservation() {
 
 void HttpConnection::dispatch() {
   cancel_deadline();
-  phase_ = Phase::kHandling;
+  set_phase(Phase::kHandling);
   set_busy(true);
   keep_alive_ = parser_->keep_alive();
   auto request = std::make_shared<HttpRequest>(parser_->take_request());
@@ -261,14 +263,11 @@ void HttpConnection::on_end_of_input() {
       }
       break;
     case Phase::kHandling:
-      // A half-close: the client may still read. If the answer is not out
-      // within a moment, find out whether it can.
-      if (exchange_) {
-        probe_timer_.expires_after(kProbeDelay);
-        probe_timer_.async_wait([self = shared_from_this()](const error_code& ec) {
-          if (!ec && !self->closed_ && self->phase_ == Phase::kHandling && self->exchange_) self->probe();
-        });
-      }
+      // A half-close: the client may still read, so the answer goes on. A
+      // client that closed instead answers the next write with a reset; an
+      // answer not yet begun (a non-streaming one) is probed for it.
+      watch_for_reset();
+      if (!response_started_) probe_with_urgent_byte();
       break;
     case Phase::kClosing:
     case Phase::kClosed:
@@ -277,41 +276,48 @@ void HttpConnection::on_end_of_input() {
   }
 }
 
-void HttpConnection::probe() {
-  if (probed_ || closed_) return;
-  probed_ = true;
-  std::string bytes;
-  {
-    std::lock_guard lock(exchange_->mutex);
-    bytes = exchange_->heartbeat;
-  }
-  if (bytes.empty() && !response_started_ && version_ == 11) bytes = std::string(kContinue);
-  if (!bytes.empty()) send(std::move(bytes), false);
-  watch_for_reset();
+void HttpConnection::probe_with_urgent_byte() {
+  // Once a connection: a second urgent byte unread by the client would push
+  // the first into its normal stream (before the answer's status line).
+  if (urgent_probed_ || closed_) return;
+  urgent_probed_ = true;
+  const char byte = 0;
+  // Non-blocking: the answer has not begun, so nothing else is queued to
+  // write and one byte always fits. A failure means the peer is gone already.
+  if (::send(socket_.native_handle(), &byte, 1, MSG_OOB | MSG_NOSIGNAL | MSG_DONTWAIT) < 0) close();
 }
 
 void HttpConnection::watch_for_reset() {
-  probe_timer_.expires_after(kProbeInterval);
-  probe_timer_.async_wait([self = shared_from_this()](const error_code& ec) {
-    if (ec || self->closed_ || self->phase_ != Phase::kHandling) return;
-    pollfd p{self->socket_.native_handle(), 0, 0};
-    if (::poll(&p, 1, 0) > 0 && (p.revents & (POLLERR | POLLHUP)) != 0) {
-      self->close();  // the probe was reset: nobody reads
-      return;
+  if (watching_reset_ || closed_) return;
+  // The reset may already be here (it came while no read was outstanding);
+  // one that comes later is reported to the wait below, on this thread.
+  pollfd p{socket_.native_handle(), 0, 0};
+  if (::poll(&p, 1, 0) > 0 && (p.revents & POLLERR) != 0) {
+    close();
+    return;
+  }
+  watching_reset_ = true;
+  socket_.async_wait(asio::ip::tcp::socket::wait_error, [self = shared_from_this()](const error_code& ec) {
+    self->watching_reset_ = false;
+    if (ec || self->closed_) return;
+    pollfd q{self->socket_.native_handle(), 0, 0};
+    if (::poll(&q, 1, 0) > 0 && (q.revents & (POLLERR | POLLHUP)) != 0) {
+      self->close();  // reset: nobody reads
+    } else {
+      self->watch_for_reset();  // urgent data, not an error
     }
-    self->watch_for_reset();
   });
 }
 
 void HttpConnection::answer(HttpResponse response, bool keep_alive) {
   cancel_deadline();
-  phase_ = Phase::kHandling;
+  set_phase(Phase::kHandling);
   keep_alive_ = keep_alive;
   status_ = response.status;
   std::string bytes = response_head(response.status, response.content_type, response.fields,
                                     fmt::format("Content-Length: {}\r\n", response.body.size()), keep_alive, version_);
   if (method_ != "HEAD") bytes += response.body;
-  if (!keep_alive) phase_ = Phase::kClosing;  // what the client still sends is dropped
+  if (!keep_alive) set_phase(Phase::kClosing);  // what the client still sends is dropped
   set_deadline(options_.write_timeout, phase_);
   answer_done_ = true;
   send(std::move(bytes), false);
@@ -388,7 +394,6 @@ void HttpConnection::exchange_done(bool keep_alive) {
 void HttpConnection::after_response() {
   log_access();
   set_busy(false);
-  probe_timer_.cancel();
   // After a FIN, requests already sent (pipelined) are still answered.
   if (keep_alive_ && (!read_closed_ || buffer_.size() > 0) && !host_.stopping()) {
     begin_request();
@@ -398,7 +403,7 @@ void HttpConnection::after_response() {
 }
 
 void HttpConnection::graceful_close() {
-  phase_ = Phase::kClosing;
+  set_phase(Phase::kClosing);
   if (writing_ || !out_.empty()) return;  // write_next comes back here once the answer is out
   shut_down_ = true;
   error_code ec;
@@ -418,11 +423,10 @@ void HttpConnection::close() {
   auto self = shared_from_this();  // the server's registry may hold the last reference
   closed_ = true;
   if (exchange_) client_gone();
-  phase_ = Phase::kClosed;
+  set_phase(Phase::kClosed);
   error_code ec;
   socket_.close(ec);
   deadline_.cancel();
-  probe_timer_.cancel();
   if (body_reserved_ > 0) host_.release_body(body_reserved_);
   body_reserved_ = 0;
   host_.idle(*this, false);

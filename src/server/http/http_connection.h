@@ -2,10 +2,11 @@
 // request (keep-alive timeout), read its header (one deadline for all of it)
 // and body (another), screen it, hand it to a worker, write the answer as the
 // worker produces it, then the next request or a graceful close. A read is
-// outstanding for as long as the connection lives, so a reset is seen at once;
-// a FIN while an answer is being made is a half-close, not a hang-up: the
-// connection sends one probe (an interim 100 or the stream's heartbeat) and
-// counts the client gone only if that probe is reset.
+// outstanding until the client's FIN, so a reset is seen at once. A FIN while
+// an answer is being made is a half-close, not a hang-up (HTTP allows it, and
+// tools send one): the answer goes on, nothing unasked is sent, and the
+// client counts as gone only when its socket reports an error (the reset a
+// closed socket answers a write with) or a write fails.
 // Internal to HttpServer: http_server.cc and http_exchange.h include it.
 #pragma once
 
@@ -43,6 +44,9 @@ class ConnectionHost {
   // The connection waits for a request with nothing buffered: the server may
   // close it to make room for a new one.
   virtual void idle(HttpConnection& connection, bool is_idle) = 0;
+  // The connection is reading a request's header (since header_since()): the
+  // server may close it to make room once it has taken a while.
+  virtual void reading_header(HttpConnection& connection, bool is_reading) = 0;
   virtual void closed(HttpConnection& connection) = 0;
   virtual bool stopping() const = 0;
   // A request is being answered (from its dispatch until its last byte is written).
@@ -64,6 +68,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   const std::string& client() const { return client_; }
   bool is_closed() const { return closed_; }
   std::chrono::steady_clock::time_point idle_since() const { return idle_since_; }
+  std::chrono::steady_clock::time_point header_since() const { return request_start_; }
   boost::asio::any_io_executor executor();
 
   // From the exchange, posted to the I/O thread.
@@ -71,9 +76,11 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void exchange_done(bool keep_alive);
   void write_timed_out();
 
-  // The server's list of idle connections (oldest first).
+  // The server's lists of idle connections and of headers being read (oldest first).
   std::list<HttpConnection*>::iterator idle_position;
   bool in_idle_list = false;
+  std::list<HttpConnection*>::iterator header_position;
+  bool in_header_list = false;
 
  private:
   enum class Phase {
@@ -89,6 +96,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     bool from_exchange;  // counts against the exchange's unsent bytes
   };
 
+  void set_phase(Phase phase);
   void begin_request();
   void read();
   void keep_read(std::size_t n);  // moves what a read got into buffer_
@@ -100,8 +108,11 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void refuse_for_body_budget();
   void dispatch();
   void on_end_of_input();
-  void probe();
   void watch_for_reset();
+  // After a FIN, before any of the answer: one byte of TCP urgent data,
+  // which a client that closed answers with a reset and one that only
+  // half-closed keeps out of its stream (normal reads skip it).
+  void probe_with_urgent_byte();
   void answer(HttpResponse response, bool keep_alive);
   void refuse_request(int status, const std::string& message, const HttpFields& fields, bool keep_alive);
   void write_next();
@@ -126,7 +137,6 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   std::optional<RequestParser> parser_;
   boost::asio::steady_timer deadline_;
   std::uint64_t deadline_generation_ = 0;  // a timer that fires after a newer one was set does nothing
-  boost::asio::steady_timer probe_timer_;
   Phase phase_ = Phase::kWaiting;
   bool reading_ = false;
   bool read_closed_ = false;  // the client's FIN came
@@ -136,7 +146,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   bool keep_alive_ = false;
   bool answer_done_ = false;       // the whole answer is queued
   bool response_started_ = false;  // some of it was
-  bool probed_ = false;
+  bool watching_reset_ = false;  // an error wait is outstanding (after the FIN)
+  bool urgent_probed_ = false;   // the one urgent byte of this connection is sent
   bool gone_ = false;
   bool logged_ = false;
   bool refused_on_arrival_ = false;

@@ -62,8 +62,7 @@ void ConnectionExchange::respond(HttpResponse r) {
   post(std::move(bytes));
 }
 
-void ConnectionExchange::begin_stream(int status, const std::string& content_type, const HttpFields& fields,
-                                      std::string heartbeat) {
+void ConnectionExchange::begin_stream(int status, const std::string& content_type, const HttpFields& fields) {
   if (answered_) return;
   answered_ = streaming_ = true;
   // HTTP/1.0 has no chunked framing: the stream ends when the connection does.
@@ -74,7 +73,6 @@ void ConnectionExchange::begin_stream(int status, const std::string& content_typ
   {
     std::lock_guard lock(state_->mutex);
     state_->status = status;
-    if (!heartbeat.empty()) state_->heartbeat = chunked_ ? chunk(heartbeat) : heartbeat;
   }
   post(std::move(bytes));
 }
@@ -102,11 +100,6 @@ bool ConnectionExchange::write(std::string bytes) {
 void ConnectionExchange::end_stream() {
   if (!streaming_ || ended_) return;
   ended_ = true;
-  {
-    // No heartbeat may follow the last chunk: the connection's probe reads this first.
-    std::lock_guard lock(state_->mutex);
-    state_->heartbeat.clear();
-  }
   if (chunked_) post("0\r\n\r\n");
 }
 

@@ -24,7 +24,6 @@ struct ExchangeState {
   std::size_t unsent = 0;  // bytes the exchange queued that are not yet written
   bool gone = false;
   std::function<void()> on_gone;
-  std::string heartbeat;  // framed; empty until a stream that has one begins, and again after it ends
   int status = 0;
   std::string note;
   bool body_released = false;
@@ -36,8 +35,7 @@ class ConnectionExchange final : public HttpExchange {
                      ConnectionHost& host, std::uint64_t body_bytes, int version, bool keep_alive, bool head_only);
 
   void respond(HttpResponse response) override;
-  void begin_stream(int status, const std::string& content_type, const HttpFields& fields,
-                    std::string heartbeat) override;
+  void begin_stream(int status, const std::string& content_type, const HttpFields& fields) override;
   bool write(std::string bytes) override;
   void end_stream() override;
   bool client_gone() const override;

@@ -22,6 +22,21 @@ namespace asio = boost::asio;
 using asio::ip::tcp;
 using boost::system::error_code;
 
+namespace {
+
+// A full server makes room for a newcomer by closing the longest-idle
+// keep-alive connection, else the header that has been arriving longest:
+// a header sent whole arrives with the connection or a round trip later, so
+// one still arriving is a slow (or slowloris) client, and trickling headers
+// would otherwise keep every client of their address out (a liveness probe
+// that times out restarts the pod) until the header timeout. Neither is
+// closed younger than this: a connection just accepted may not have
+// delivered its request yet, and a slowloris that reconnects in bursts
+// would otherwise close the probe that came between its connections.
+constexpr auto kMinAgeToClose = std::chrono::milliseconds(100);
+
+}  // namespace
+
 class HttpServer::Impl final : public ConnectionHost {
  public:
   Impl(const HttpServerOptions& options, HttpHandler& handler)
@@ -81,6 +96,7 @@ class HttpServer::Impl final : public ConnectionHost {
     s.num_idle_connections = num_idle_.load();
     s.num_refused_connections = num_refused_.load();
     s.num_evicted_idle = num_evicted_.load();
+    s.num_slow_headers_closed = num_slow_headers_closed_.load();
     s.pending_body_bytes = pending_body_bytes_.load();
     s.num_workers = num_workers_.load();
     return s;
@@ -135,6 +151,16 @@ class HttpServer::Impl final : public ConnectionHost {
     num_idle_ = static_cast<int>(idle_.size());
   }
 
+  void reading_header(HttpConnection& c, bool is_reading) override {
+    if (is_reading && !c.in_header_list) {
+      c.header_position = headers_.insert(headers_.end(), &c);
+      c.in_header_list = true;
+    } else if (!is_reading && c.in_header_list) {
+      headers_.erase(c.header_position);
+      c.in_header_list = false;
+    }
+  }
+
   void closed(HttpConnection& c) override {
     auto it = connections_.find(&c);
     if (it == connections_.end()) return;
@@ -177,15 +203,16 @@ class HttpServer::Impl final : public ConnectionHost {
     connections_.emplace(connection.get(), connection);
 
     // Room is made by closing the longest-idle keep-alive connection (of this
-    // client, for the per-client bound); with none idle, the newcomer is refused.
-    if (num_open_ >= options_.max_connections && !evict_idle(nullptr)) {
+    // client, for the per-client bound), else the oldest slow header; with
+    // neither, the newcomer is refused.
+    if (num_open_ >= options_.max_connections && !evict_idle(nullptr) && !evict_slow_header(nullptr)) {
       return refuse(connection, 503,
                     fmt::format("the server has {} connections open, its limit; retry in a moment "
                                 "(the bound is --max-connections)",
                                 options_.max_connections));
     }
     const int from_client = clients_.count(client) ? clients_[client] : 0;
-    if (from_client >= options_.max_connections_per_client && !evict_idle(&client)) {
+    if (from_client >= options_.max_connections_per_client && !evict_idle(&client) && !evict_slow_header(&client)) {
       return refuse(connection, 429,
                     fmt::format("this client has {} connections open, the limit per client; close "
                                 "some, or reuse them (the bound is --max-connections-per-client)",
@@ -208,9 +235,23 @@ class HttpServer::Impl final : public ConnectionHost {
   }
 
   bool evict_idle(const std::string* client) {
+    const auto now = std::chrono::steady_clock::now();
     for (HttpConnection* c : idle_) {
+      if (now - c->idle_since() < kMinAgeToClose) return false;  // the rest are younger
       if (client != nullptr && c->client() != *client) continue;
       ++num_evicted_;
+      c->close();
+      return true;
+    }
+    return false;
+  }
+
+  bool evict_slow_header(const std::string* client) {
+    const auto now = std::chrono::steady_clock::now();
+    for (HttpConnection* c : headers_) {
+      if (now - c->header_since() < kMinAgeToClose) return false;  // the rest are younger
+      if (client != nullptr && c->client() != *client) continue;
+      ++num_slow_headers_closed_;
       c->close();
       return true;
     }
@@ -231,6 +272,7 @@ class HttpServer::Impl final : public ConnectionHost {
   std::unordered_set<HttpConnection*> counted_;   // those that count against the limits
   std::unordered_map<std::string, int> clients_;  // address -> counted connections
   std::list<HttpConnection*> idle_;               // oldest first
+  std::list<HttpConnection*> headers_;            // reading a header, oldest first
 
   std::atomic<int> num_open_{0};
   std::atomic<int> num_idle_{0};
@@ -238,6 +280,7 @@ class HttpServer::Impl final : public ConnectionHost {
   std::atomic<int> num_busy_{0};
   std::atomic<std::int64_t> num_refused_{0};
   std::atomic<std::int64_t> num_evicted_{0};
+  std::atomic<std::int64_t> num_slow_headers_closed_{0};
   std::atomic<std::uint64_t> pending_body_bytes_{0};
 };
 

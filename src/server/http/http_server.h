@@ -47,11 +47,8 @@ class HttpExchange {
   // The whole answer, once.
   virtual void respond(HttpResponse response) = 0;
   // Or a stream: the status and header now, then write() the body as it
-  // comes. `heartbeat` is text that may go out between writes without
-  // changing the stream (an SSE comment): it finds out whether a client that
-  // half-closed is still there.
-  virtual void begin_stream(int status, const std::string& content_type, const HttpFields& fields,
-                            std::string heartbeat) = 0;
+  // comes.
+  virtual void begin_stream(int status, const std::string& content_type, const HttpFields& fields) = 0;
   // Queues body bytes; waits while more than max_unsent_bytes are unsent, up
   // to the write timeout. False once the client is gone (nothing more is sent).
   virtual bool write(std::string bytes) = 0;
@@ -118,6 +115,7 @@ class HttpServer {
     int num_idle_connections = 0;
     std::int64_t num_refused_connections = 0;  // over max_connections or max_connections_per_client
     std::int64_t num_evicted_idle = 0;         // idle keep-alive connections closed to make room
+    std::int64_t num_slow_headers_closed = 0;  // connections whose header was still arriving, closed to make room
     std::uint64_t pending_body_bytes = 0;
     int num_workers = 0;
   };

@@ -5,6 +5,9 @@
 // that name the field; and the answer shapes write what each API's clients read.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <functional>
+#include <iterator>
 #include <memory>
 #include <string>
 
@@ -38,14 +41,20 @@ class ApiMappingTest : public ::testing::Test {
     model_.served_model_name = "m";
     model_.constraints = constraints_.get();
     model_.tool_format = tool_format_of(template_->source());
+    served_.model_name = "m";
+    served_.system_fingerprint = "fp_0123456789abcdef";
   }
 
   GenerationJob chat(const std::string& body) { return make_chat_job(read_chat_completion(parse(body)), model_); }
   GenerationJob messages(const std::string& body) {
     return make_chat_job(read_messages_request(parse(body)), model_);
   }
+  // As the server reads one: the request, then what it asks of the store.
   GenerationJob responses(const std::string& body) {
-    return make_chat_job(read_responses_request(parse(body)), model_);
+    const Json json = parse(body);
+    ChatRequest r = read_responses_request(json);
+    continue_stored(stored_, read_response_storage(json), r);
+    return make_chat_job(std::move(r), model_);
   }
   GenerationJob completion(const std::string& body) { return read_completion_request(parse(body), model_); }
   static Json parse(const std::string& body) { return parse_json_object(body); }
@@ -55,6 +64,8 @@ class ApiMappingTest : public ::testing::Test {
   std::unique_ptr<ConstraintCompiler> constraints_;
   std::int64_t vocab_size_ = 0;
   ModelContext model_;
+  GenerationContext served_;  // what the shapes name: the model and the system fingerprint
+  ResponseStore stored_{16, 1 << 20};
 };
 
 // What a job must agree on whichever API made it.
@@ -135,6 +146,57 @@ TEST_F(ApiMappingTest, SchemasKeepTheirWrittenKeyOrder) {
   EXPECT_EQ(dump_json(t.tools->parameters.at(0)["properties"]), R"({"zeta":{},"alpha":{}})");
 }
 
+// An assistant turn that only calls tools reaches the template with content
+// "" (what llama-server and vLLM hand it), so that templates which use content
+// as a string (Qwen3's as llama.cpp ships it: '</think>' in content) render
+// it; templates that test content for none (DeepSeek-R1's distills, in
+// tests/data/chat_templates) keep the null they test for.
+TEST_F(ApiMappingTest, AToolCallOnlyTurnReachesTheTemplateWithEmptyContent) {
+  const ChatTemplate strict(
+      "{% for m in messages %}<|im_start|>{{ m.role }}\n{% if '</think>' in m.content %}{% endif %}"
+      "{{ m.content }}{% if m.tool_calls %}[calls]{% endif %}<|im_end|>\n{% endfor %}<|im_start|>assistant\n");
+  model_.chat_template = &strict;
+  const std::string tools = R"("tools": [{"type": "function", "function": {"name": "get", "parameters": {}}}])";
+  const GenerationJob c = chat(R"({"messages": [{"role": "user", "content": "Weather?"},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+        "function": {"name": "get", "arguments": "{}"}}]},
+      {"role": "tool", "tool_call_id": "c1", "content": "sunny"}], )" + tools + "}");
+  const GenerationJob m = messages(R"({"messages": [{"role": "user", "content": "Weather?"},
+      {"role": "assistant", "content": [{"type": "tool_use", "id": "c1", "name": "get", "input": {}}]},
+      {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": "sunny"}]}],
+      "tools": [{"name": "get", "input_schema": {}}], "max_tokens": 5})");
+  const GenerationJob r = responses(R"({"input": [{"role": "user", "content": "Weather?"},
+      {"type": "function_call", "call_id": "c1", "name": "get", "arguments": "{}"},
+      {"type": "function_call_output", "call_id": "c1", "output": "sunny"}],
+      "tools": [{"type": "function", "name": "get", "parameters": {}}]})");
+  // (The template prints the calls itself, so they are not written into the content.)
+  const std::string turn = "<|im_start|>assistant\n[calls]<|im_end|>\n<|im_start|>tool\nsunny<|im_end|>";
+  for (const GenerationJob* job : {&c, &m, &r})
+    EXPECT_NE(tokenizer_->decode(job->prompts.at(0), true).find(turn), std::string::npos)
+        << tokenizer_->decode(job->prompts.at(0), true);
+
+  std::ifstream in(testing::source_path("tests/data/chat_templates/deepseek-r1-distill-qwen.jinja"), std::ios::binary);
+  const ChatTemplate deepseek(std::string(std::istreambuf_iterator<char>(in), {}));
+  EXPECT_TRUE(template_tests_for_null_content(deepseek.source()));
+  EXPECT_FALSE(template_tests_for_null_content(template_->source()));
+  EXPECT_FALSE(template_tests_for_null_content(strict.source()));
+  // DeepSeek's own template also concatenates the arguments as a string, so
+  // the none branch is shown on a template that tests only that.
+  const ChatTemplate tests_none(
+      "{% for m in messages %}{% if m.content is none %}[calls {{ m.tool_calls[0].function.name }}]"
+      "{% else %}{{ m.content }}{% endif %}{% endfor %}");
+  EXPECT_TRUE(template_tests_for_null_content(tests_none.source()));
+  model_.chat_template = &tests_none;
+  model_.null_tool_call_content = true;
+  const std::string text = tokenizer_->decode(
+      chat(R"({"messages": [{"role": "user", "content": "Weather?"}, {"role": "assistant", "content": null,
+      "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "get", "arguments": "{}"}}]}],
+      "add_generation_prompt": false})")
+          .prompts.at(0),
+      true);
+  EXPECT_EQ(text, "Weather?[calls get]");
+}
+
 struct Refusal {
   const char* api;  // chat, messages, responses, completions
   const char* body;
@@ -201,7 +263,25 @@ const Refusal kRefusals[] = {
     {"messages", R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5,
         "tool_choice": {"type": "sometimes"}})",
      400, "tool_choice", "is not auto, any, tool or none"},
-    {"responses", R"({"input": "hi", "previous_response_id": "r"})", 400, "previous_response_id", "not stored"},
+    {"messages", R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5,
+        "output_config": {"format": {"type": "xml", "schema": {}}}})",
+     400, "output_config.format", "json_schema"},
+    {"messages", R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5,
+        "output_config": {"format": {"type": "json_schema"}}})",
+     400, "output_config.format", "schema"},
+    {"messages", R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5,
+        "output_config": {"format": {"type": "json_schema", "schema": {"$ref": "#/$defs/Nope"}}}})",
+     400, "output_config.format", "Nope"},
+    {"messages", R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5,
+        "output_config": {"format": {"type": "json_schema", "schema": {}}}, "guided_regex": "a+"})",
+     400, "output_config.format", "both constrain"},
+    {"messages", R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5,
+        "tools": [{"name": "get", "input_schema": {}}], "tool_choice": {"type": "any"},
+        "output_config": {"format": {"type": "json_schema", "schema": {}}}})",
+     400, "tool_choice", "cannot also constrain"},
+    {"responses", R"({"input": "hi", "previous_response_id": "r"})", 400, "previous_response_id",
+     "not stored on this server"},
+    {"responses", R"({"input": "hi", "previous_response_id": 7})", 400, "previous_response_id", "must be a response's id"},
     {"responses", R"({"input": []})", 400, "input", "non-empty array"},
     {"responses", R"({"input": "hi", "text": {"format": {"type": "yaml"}}})", 400, "text", "text.format.type"},
     {"responses", R"({"input": "hi", "max_output_tokens": 0})", 400, "max_output_tokens",
@@ -212,6 +292,42 @@ const Refusal kRefusals[] = {
 };
 
 INSTANTIATE_TEST_SUITE_P(Api, ApiRefusalTest, ::testing::ValuesIn(kRefusals));
+
+// llama-server's {"type": "json_object", "schema": {...}} is that schema's
+// constraint (the compiler's cache gives the very same one).
+TEST_F(ApiMappingTest, AJsonObjectFormatWithASchemaIsThatSchema) {
+  const std::string schema = R"({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]})";
+  const GenerationJob with_schema = chat(std::string("{") + kUser +
+                                         R"(, "response_format": {"type": "json_object", "schema": )" + schema + "}}");
+  const GenerationJob json_schema = chat(std::string("{") + kUser +
+                                         R"(, "response_format": {"type": "json_schema", "json_schema": {"name": "x",
+      "schema": )" + schema + "}}}");
+  const GenerationJob any_object = chat(std::string("{") + kUser + R"(, "response_format": {"type": "json_object"}})");
+  ASSERT_NE(with_schema.params.constraint, nullptr);
+  EXPECT_EQ(with_schema.params.constraint.get(), json_schema.params.constraint.get());
+  EXPECT_NE(with_schema.params.constraint.get(), any_object.params.constraint.get());
+}
+
+// Anthropic's structured outputs: output_config.format (what the anthropic
+// client's messages.parse(output_format=...) sends), and the beta's
+// top-level output_format, are the schema's constraint, as response_format's.
+TEST_F(ApiMappingTest, AnthropicOutputFormatIsTheSchemasConstraint) {
+  const std::string schema = R"({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"],
+      "additionalProperties": false})";
+  const GenerationJob c = chat(std::string("{") + kUser +
+                               R"(, "response_format": {"type": "json_schema", "json_schema": {"name": "x",
+      "schema": )" + schema + "}}}");
+  const GenerationJob m = messages(std::string("{") + kUser + R"(, "max_tokens": 20,
+      "output_config": {"format": {"type": "json_schema", "schema": )" + schema + "}}}");
+  const GenerationJob beta = messages(std::string("{") + kUser + R"(, "max_tokens": 20,
+      "output_format": {"type": "json_schema", "schema": )" + schema + "}}");
+  const GenerationJob effort_only = messages(std::string("{") + kUser + R"(, "max_tokens": 20,
+      "output_config": {"effort": "low"}})");
+  ASSERT_NE(c.params.constraint, nullptr);
+  EXPECT_EQ(m.params.constraint.get(), c.params.constraint.get());
+  EXPECT_EQ(beta.params.constraint.get(), c.params.constraint.get());
+  EXPECT_EQ(effort_only.params.constraint, nullptr);
+}
 
 TEST_F(ApiMappingTest, AnOverlongPromptSaysContextLengthExceeded) {
   model_.max_model_len = 8;
@@ -254,16 +370,17 @@ TEST_F(ApiMappingTest, EachApiShapesTheSameAnswerItsWay) {
   usage.prompt_tokens = 9;
   usage.completion_tokens = 2;
   const GenerationJob c = chat(std::string("{") + kUser + "}");
-  ResponseBuilder openai(c, *tokenizer_, "m", "chatcmpl-1", 0);
+  ResponseBuilder openai(c, *tokenizer_, "m", "chatcmpl-1", 0, served_.system_fingerprint);
   openai.add(0, delta("Hel", false));
   openai.add(0, delta("lo", true));
   const Json o = openai.response(usage);
   EXPECT_EQ(o["choices"][0]["message"]["content"], "Hello");
+  EXPECT_EQ(o["system_fingerprint"], "fp_0123456789abcdef");
   EXPECT_EQ(o["choices"][0]["finish_reason"], "stop");
   EXPECT_EQ(o["usage"]["total_tokens"], 11);
 
   const GenerationJob m = messages(R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5})");
-  std::unique_ptr<AnswerShape> anthropic = make_messages_shape(m, *tokenizer_, "m");
+  std::unique_ptr<AnswerShape> anthropic = make_messages_shape(m, *tokenizer_, served_);
   anthropic->add(0, delta("Hel", false));
   anthropic->add(0, delta("lo", true));
   const Json a = parse_json_object(anthropic->response(usage));
@@ -273,7 +390,7 @@ TEST_F(ApiMappingTest, EachApiShapesTheSameAnswerItsWay) {
   EXPECT_EQ(a["usage"]["output_tokens"], 2);
 
   const GenerationJob r = responses(R"({"input": "hi"})");
-  std::unique_ptr<AnswerShape> response = make_responses_shape(r, *tokenizer_, "m");
+  std::unique_ptr<AnswerShape> response = make_responses_shape(r, *tokenizer_, served_);
   response->add(0, delta("Hel", false));
   response->add(0, delta("lo", true));
   const Json x = parse_json_object(response->response(usage));
@@ -281,6 +398,58 @@ TEST_F(ApiMappingTest, EachApiShapesTheSameAnswerItsWay) {
   EXPECT_EQ(x["status"], "completed");
   EXPECT_EQ(x["output"][0]["content"][0]["text"], "Hello");
   EXPECT_EQ(x["usage"]["output_tokens"], 2);
+  EXPECT_EQ(x["system_fingerprint"], "fp_0123456789abcdef");
+}
+
+// OpenAI's system_fingerprint is on the response and on every stream chunk
+// (the role chunk, each delta, the usage chunk), and null where the server
+// has none.
+TEST_F(ApiMappingTest, EveryChunkCarriesTheSystemFingerprint) {
+  const GenerationJob c = chat(std::string("{") + kUser + "}");
+  ResponseBuilder openai(c, *tokenizer_, "m", "chatcmpl-1", 0, "fp_0123456789abcdef");
+  std::vector<Json> chunks = openai.opening_chunks();
+  chunks.push_back(openai.chunk(0, delta("Hel", false)));
+  chunks.push_back(openai.chunk(0, delta("lo", true)));
+  chunks.push_back(openai.usage_chunk({}));
+  ASSERT_EQ(chunks.size(), 4u);
+  for (const Json& chunk : chunks) EXPECT_EQ(chunk["system_fingerprint"], "fp_0123456789abcdef") << chunk.dump();
+  const GenerationJob p = completion(R"({"prompt": "hi"})");
+  ResponseBuilder completions(p, *tokenizer_, "m", "cmpl-1", 0, "fp_0123456789abcdef");
+  EXPECT_EQ(completions.chunk(0, delta("x", true))["system_fingerprint"], "fp_0123456789abcdef");
+  ResponseBuilder unnamed(c, *tokenizer_, "m", "chatcmpl-2", 0);
+  EXPECT_TRUE(unnamed.response({})["system_fingerprint"].is_null());
+}
+
+// Clients and test suites match ids by their prefix: OpenAI's responses are
+// resp_..., their items msg_ / fc_ / rs_..., Anthropic's messages msg_... and
+// its tool uses toolu_...; chat completions stay chatcmpl-... and cmpl-....
+TEST_F(ApiMappingTest, IdsAreSpelledAsEachApiSpellsThem) {
+  auto starts = [](const Json& id, const std::string& prefix) {
+    return id.is_string() && id.get<std::string>().rfind(prefix, 0) == 0 &&
+           id.get<std::string>().size() > prefix.size() + 8;
+  };
+  EXPECT_TRUE(starts(new_response_id("chatcmpl-"), "chatcmpl-"));
+  const std::string call = "<tool_call>\n{\"name\": \"get\", \"arguments\": {}}\n</tool_call>";
+  const GenerationJob m = messages(R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 50,
+      "tools": [{"name": "get", "input_schema": {}}]})");
+  std::unique_ptr<AnswerShape> anthropic = make_messages_shape(m, *tokenizer_, served_);
+  anthropic->add(0, delta("Hi. " + call, true));
+  const Json a = parse_json_object(anthropic->response({}));
+  EXPECT_TRUE(starts(a["id"], "msg_")) << a.dump();
+  EXPECT_TRUE(starts(a["content"][1]["id"], "toolu_")) << a.dump();
+
+  model_.reasoning = true;
+  const GenerationJob r = responses(R"({"input": "hi", "tools": [{"type": "function", "name": "get",
+      "parameters": {}}]})");
+  std::unique_ptr<AnswerShape> shape = make_responses_shape(r, *tokenizer_, served_);
+  shape->add(0, delta("<think>so</think>Hi. " + call, true));
+  const Json x = parse_json_object(shape->response({}));
+  EXPECT_TRUE(starts(x["id"], "resp_")) << x.dump();
+  ASSERT_EQ(x["output"].size(), 3u) << x.dump();
+  EXPECT_TRUE(starts(x["output"][0]["id"], "rs_")) << x.dump();
+  EXPECT_TRUE(starts(x["output"][1]["id"], "msg_")) << x.dump();
+  EXPECT_TRUE(starts(x["output"][2]["id"], "fc_")) << x.dump();
+  EXPECT_TRUE(starts(x["output"][2]["call_id"], "call_")) << x.dump();
 }
 
 TEST_F(ApiMappingTest, AToolCallIsReadBackInEachApisShape) {
@@ -296,12 +465,137 @@ TEST_F(ApiMappingTest, AToolCallIsReadBackInEachApisShape) {
 
   const GenerationJob m = messages(R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 50,
       "tools": [{"name": "get", "input_schema": {}}]})");
-  std::unique_ptr<AnswerShape> anthropic = make_messages_shape(m, *tokenizer_, "m");
+  std::unique_ptr<AnswerShape> anthropic = make_messages_shape(m, *tokenizer_, served_);
   anthropic->add(0, delta(call, true));
   const Json a = parse_json_object(anthropic->response({}));
   EXPECT_EQ(a["stop_reason"], "tool_use");
   EXPECT_EQ(a["content"][0]["type"], "tool_use");
   EXPECT_EQ(dump_json(a["content"][0]["input"]), R"({"city":"Oslo"})");
+}
+
+}  // namespace
+}  // namespace folio::server
+
+namespace folio::server {
+namespace {
+
+// A reasoning budget, whichever API names it, is the tokens of <think> and
+// </think> with the count; it needs a model that thinks, a chat request and
+// no structured output, and an effort needs a template that takes one.
+TEST_F(ApiMappingTest, AReasoningBudgetIsTheSameBoundFromEachApi) {
+  model_.reasoning = true;
+  const GenerationJob c = chat(std::string("{") + kUser + R"(, "max_reasoning_tokens": 7})");
+  const ReasoningBudget& b = c.params.reasoning_budget;
+  EXPECT_EQ(b.max_tokens, 7);
+  EXPECT_EQ(b.open, tokenizer_->encode("<think>", false, true));
+  EXPECT_EQ(b.close, tokenizer_->encode("</think>", false, true));
+  EXPECT_FALSE(b.close.empty());
+  const GenerationJob m = messages(R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 50,
+      "thinking": {"type": "enabled", "budget_tokens": 7}})");
+  EXPECT_EQ(m.params.reasoning_budget.max_tokens, 7);
+  EXPECT_EQ(m.params.reasoning_budget.close, b.close);
+  const GenerationJob r = responses(R"({"input": "hi", "max_reasoning_tokens": 7})");
+  EXPECT_EQ(r.params.reasoning_budget.max_tokens, 7);
+  EXPECT_FALSE(chat(std::string("{") + kUser + "}").params.reasoning_budget.active());
+
+  auto refused = [&](const std::function<void()>& f, const std::string& param) {
+    try {
+      f();
+      ADD_FAILURE() << "not refused: " << param;
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status(), 400);
+      EXPECT_EQ(e.param(), param) << e.what();
+    }
+  };
+  refused(
+      [&] {
+        chat(std::string("{") + kUser + R"(, "max_reasoning_tokens": 7, "response_format": {"type": "json_object"}})");
+      },
+      "max_reasoning_tokens");
+  refused(
+      [&] {
+        messages(R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5,
+      "thinking": {"type": "enabled", "budget_tokens": -3}})");
+      },
+      "thinking");
+  refused([&] { completion(R"({"prompt": "hi", "max_reasoning_tokens": 3})"); }, "max_reasoning_tokens");
+  refused([&] { chat(std::string("{") + kUser + R"(, "reasoning_effort": "low"})"); }, "reasoning_effort");
+  refused([&] { responses(R"({"input": "hi", "reasoning": {"effort": "low"}})"); }, "reasoning");
+  model_.reasoning = false;
+  refused([&] { chat(std::string("{") + kUser + R"(, "max_reasoning_tokens": 7})"); }, "max_reasoning_tokens");
+}
+
+// A template that takes reasoning_effort gets it as a variable (a request's own
+// chat_template_kwargs win).
+TEST_F(ApiMappingTest, AReasoningEffortReachesATemplateThatTakesIt) {
+  ChatTemplate effort("{{ messages[0]['content'] }} effort={{ reasoning_effort | default('none') }}");
+  model_.chat_template = &effort;
+  auto prompt = [&](const std::string& body) { return tokenizer_->decode(chat(body).prompts[0], true); };
+  EXPECT_EQ(prompt(std::string("{") + kUser + R"(, "reasoning_effort": "high"})"), "hi effort=high");
+  EXPECT_EQ(prompt(std::string("{") + kUser + "}"), "hi effort=none");
+  EXPECT_EQ(prompt(std::string("{") + kUser +
+                   R"(, "reasoning_effort": "high", "chat_template_kwargs": {"reasoning_effort": "low"}})"),
+            "hi effort=low");
+  EXPECT_EQ(tokenizer_->decode(responses(R"({"input": "Hello", "reasoning": {"effort": "medium"}})").prompts[0], true),
+            "Hello effort=medium");
+}
+
+// store and previous_response_id: the stored conversation goes between the
+// request's instructions and its input; the previous instructions do not
+// carry over; an evicted or unknown id is a 400 that says which.
+TEST_F(ApiMappingTest, APreviousResponseContinuesItsConversation) {
+  ResponseStore store(1, 1 << 20);
+  const GenerationJob first = responses(R"({"input": "My name is Ada.", "instructions": "Be brief."})");
+  ResponseStorage storage =
+      read_response_storage(parse(R"({"input": "My name is Ada.", "instructions": "Be brief."})"));
+  EXPECT_TRUE(storage.store);
+  EXPECT_TRUE(storage.has_instructions);
+  std::unique_ptr<AnswerShape> shape =
+      make_responses_shape(first, *tokenizer_, served_, &store, storage, {{"user", "My name is Ada."}});
+  shape->add(0, delta("Hello Ada.", true));
+  const Json answer = parse_json_object(shape->response({}));
+  EXPECT_EQ(answer["store"], true);
+  const std::string id = answer["id"].get<std::string>();
+  ASSERT_NE(store.find(id), nullptr);
+  EXPECT_EQ(dump_json(store.find(id)->response), dump_json(answer));
+
+  const Json body =
+      parse(R"({"input": "What is my name?", "instructions": "Be kind.", "previous_response_id": ")" + id + R"("})");
+  ChatRequest follow = read_responses_request(body);
+  continue_stored(store, read_response_storage(body), follow);
+  ASSERT_EQ(follow.messages.size(), 4u);
+  EXPECT_EQ(follow.messages[0].content, "Be kind.");
+  EXPECT_EQ(follow.messages[1].content, "My name is Ada.");
+  EXPECT_EQ(follow.messages[2].role, "assistant");
+  EXPECT_EQ(follow.messages[2].content, "Hello Ada.");
+  EXPECT_EQ(follow.messages[3].content, "What is my name?");
+  const GenerationJob whole = chat(R"({"messages": [{"role": "system", "content": "Be kind."},
+      {"role": "user", "content": "My name is Ada."}, {"role": "assistant", "content": "Hello Ada."},
+      {"role": "user", "content": "What is my name?"}]})");
+  EXPECT_EQ(make_chat_job(std::move(follow), model_).prompts, whole.prompts);
+
+  // Not stored (store: false), and evicted.
+  const GenerationJob unstored = responses(R"({"input": "x"})");
+  ResponseStorage off = read_response_storage(parse(R"({"input": "x", "store": false})"));
+  std::unique_ptr<AnswerShape> kept_not = make_responses_shape(unstored, *tokenizer_, served_, &store, off, {});
+  kept_not->add(0, delta("y", true));
+  const Json unstored_answer = parse_json_object(kept_not->response({}));
+  EXPECT_EQ(unstored_answer["store"], false);
+  EXPECT_EQ(store.find(unstored_answer["id"].get<std::string>()), nullptr);
+  store.put("resp_newer", StoredResponse{});  // the store holds one: the first is evicted
+  for (const auto& [prev, word] :
+       {std::pair{id, "evicted"}, std::pair{unstored_answer["id"].get<std::string>(), "not found"}}) {
+    const Json b = parse(R"({"input": "x", "previous_response_id": ")" + prev + R"("})");
+    ChatRequest r = read_responses_request(b);
+    try {
+      continue_stored(store, read_response_storage(b), r);
+      ADD_FAILURE() << "continued " << prev;
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status(), 400);
+      EXPECT_EQ(e.param(), "previous_response_id");
+      EXPECT_NE(std::string(e.what()).find(word), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace
