@@ -221,14 +221,15 @@ def build(name: str):
     if name in ("gpt_oss", "gpt_oss_bf16"):
         # gpt-oss's layout at a tiny size: four layers (sliding, full,
         # sliding, full) with the real 128-token window, four query heads of
-        # 16 over two K/V heads, four experts of 64 (two per token), YaRN x8
+        # 16 over two K/V heads, four experts (two per token), YaRN x8
         # over 64 trained tokens, not truncated, as the released config says.
         # gpt_oss stores its experts in MXFP4 blocks and scales (the released
-        # checkpoints' layout), gpt_oss_bf16 as plain fused tensors.
+        # checkpoints' layout), gpt_oss_bf16 as plain fused tensors, with
+        # experts of 32 so that its F32 GGUF file stays under 1 MB.
         tok = tiny.make_tokenizer("qwen2", extra_special=HARMONY_SPECIAL)
         rope = {"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 64, "beta_fast": 32.0,
                 "beta_slow": 1.0, "truncate": False, "rope_theta": 150000.0}
-        args = common(tok, hidden_size=64, intermediate_size=64, num_hidden_layers=4, num_attention_heads=4,
+        args = common(tok, hidden_size=64, intermediate_size=64 if name == "gpt_oss" else 32, num_hidden_layers=4, num_attention_heads=4,
                       num_key_value_heads=2, head_dim=16, max_position_embeddings=512, rope_parameters=rope,
                       num_local_experts=4, num_experts_per_tok=2, sliding_window=128, swiglu_limit=7.0,
                       layer_types=["sliding_attention", "full_attention"] * 2, attention_bias=True,
