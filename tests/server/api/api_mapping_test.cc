@@ -5,6 +5,8 @@
 // that name the field; and the answer shapes write what each API's clients read.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 
@@ -193,6 +195,10 @@ const Refusal kRefusals[] = {
     {"chat", R"({"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": {"messages": 1}})", 400,
      "chat_template_kwargs", "may not set"},
     {"chat", R"({"messages": [{"role": "user", "content": "hi"}], "a": 1, "a": 2})", 400, "", "repeats the key"},
+    {"chat", R"({"messages": [{"role": "user", "content": "hi"}], "reasoning_effort": "extreme"})", 400,
+     "reasoning_effort", "must be one of"},
+    {"chat", R"({"messages": [{"role": "user", "content": "hi"}], "reasoning_effort": 3})", 400, "reasoning_effort",
+     "must be one of"},
     {"messages", R"({"messages": [{"role": "user", "content": "hi"}]})", 400, "max_tokens", "max_tokens is required"},
     {"messages", R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5, "n": 2})", 400, "n",
      "one answer per request"},
@@ -203,6 +209,7 @@ const Refusal kRefusals[] = {
      400, "tool_choice", "is not auto, any, tool or none"},
     {"responses", R"({"input": "hi", "previous_response_id": "r"})", 400, "previous_response_id", "not stored"},
     {"responses", R"({"input": []})", 400, "input", "non-empty array"},
+    {"responses", R"({"input": "hi", "reasoning": {"effort": "max"}})", 400, "reasoning.effort", "must be one of"},
     {"responses", R"({"input": "hi", "text": {"format": {"type": "yaml"}}})", 400, "text", "text.format.type"},
     {"responses", R"({"input": "hi", "max_output_tokens": 0})", 400, "max_output_tokens",
      "max_tokens = 0 is out of range"},
@@ -212,6 +219,28 @@ const Refusal kRefusals[] = {
 };
 
 INSTANTIATE_TEST_SUITE_P(Api, ApiRefusalTest, ::testing::ValuesIn(kRefusals));
+
+// OpenAI's reasoning effort reaches the template as `reasoning_effort`:
+// gpt-oss's harmony template writes it into its system message; a
+// chat_template_kwargs reasoning_effort wins; without one the template's own
+// default (medium) stays.
+TEST_F(ApiMappingTest, ReasoningEffortReachesTheTemplate) {
+  std::ifstream in(testing::source_path("tests/data/chat_templates/gpt-oss.jinja"), std::ios::binary);
+  ASSERT_TRUE(in.good());
+  const ChatTemplate gpt_oss{std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>())};
+  model_.chat_template = &gpt_oss;
+  auto system_of = [&](const GenerationJob& job) {
+    const std::string text = tokenizer_->decode(job.prompts.at(0), true);
+    const std::size_t at = text.find("Reasoning: ");
+    return at == std::string::npos ? std::string() : text.substr(at, text.find('\n', at) - at);
+  };
+  EXPECT_EQ(system_of(chat(std::string("{") + kUser + "}")), "Reasoning: medium");
+  EXPECT_EQ(system_of(chat(std::string("{") + kUser + R"(, "reasoning_effort": "high"})")), "Reasoning: high");
+  EXPECT_EQ(system_of(chat(std::string("{") + kUser +
+                           R"(, "reasoning_effort": "high", "chat_template_kwargs": {"reasoning_effort": "low"}})")),
+            "Reasoning: low");
+  EXPECT_EQ(system_of(responses(R"({"input": "hi", "reasoning": {"effort": "low"}})")), "Reasoning: low");
+}
 
 TEST_F(ApiMappingTest, AnOverlongPromptSaysContextLengthExceeded) {
   model_.max_model_len = 8;
