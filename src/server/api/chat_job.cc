@@ -105,6 +105,16 @@ GenerationJob make_chat_job(ChatRequest r, const ModelContext& model) {
   job.logprobs = r.logprobs;
   job.tools = r.tools;
   job.tool_format = model.tool_format;
+  if (model.tool_format == ToolFormat::kHarmony) {
+    // The channels and calls are told apart by control tokens, so they stay
+    // in the text for HarmonyParser, which keeps them out of every answer.
+    job.harmony = true;
+    job.params.skip_special_tokens = false;
+    if (job.tools && job.tools->choice != ToolRequest::Choice::kAuto && job.tools->choice != ToolRequest::Choice::kNone)
+      bad_request("tool_choice",
+                  "this model writes tool calls in the harmony format, which folio does not constrain yet: use "
+                  "tool_choice \"auto\" (or \"none\")");
+  }
   if (job.tools) {
     if (auto spec = tool_constraint(*job.tools, model.tool_format)) {
       if (job.params.constraint) {
@@ -125,7 +135,7 @@ GenerationJob make_chat_job(ChatRequest r, const ModelContext& model) {
     }
   }
   job.prompts.push_back(encode_conversation(r, model, /*add_special_tokens=*/false));
-  job.reasoning = model.reasoning;
+  job.reasoning = model.reasoning && !job.harmony;
   if (job.reasoning) {
     // The prompt's last tokens say whether the template opened <think> for the model.
     const std::vector<TokenId>& p = job.prompts[0];

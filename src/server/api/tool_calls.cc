@@ -7,6 +7,7 @@
 #include <random>
 
 #include "server/api/api_error.h"
+#include "server/api/harmony_parser.h"
 #include "server/api/stream_text.h"
 #include "server/http/http_message.h"
 
@@ -108,6 +109,7 @@ Json tag_json(const std::string& begin, const Json& schema, const std::string& e
 }  // namespace
 
 ToolFormat tool_format_of(std::string_view source) {
+  if (template_is_harmony(source)) return ToolFormat::kHarmony;
   if (source.find("[TOOL_CALLS]") != std::string_view::npos) return ToolFormat::kMistral;
   if (source.find("<tool_call>") != std::string_view::npos) return ToolFormat::kHermes;
   if (source.find("<|python_tag|>") != std::string_view::npos ||
@@ -192,7 +194,7 @@ std::optional<ToolRequest> read_tools(const Json* tools, const Json* choice, std
 }
 
 std::optional<ConstraintSpec> tool_constraint(const ToolRequest& tools, ToolFormat format) {
-  if (tools.choice == ToolRequest::Choice::kNone) return std::nullopt;
+  if (tools.choice == ToolRequest::Choice::kNone || format == ToolFormat::kHarmony) return std::nullopt;
   const bool forced = tools.choice != ToolRequest::Choice::kAuto;
   Json tags = Json::array();
   for (std::size_t i = 0; i < tools.names.size(); ++i) {
@@ -209,6 +211,8 @@ std::optional<ConstraintSpec> tool_constraint(const ToolRequest& tools, ToolForm
         break;
       case ToolFormat::kLlama3:
         tags.push_back(tag_json(fmt::format("{{\"name\": \"{}\", \"parameters\": ", name), tools.parameters[i], "}"));
+        break;
+      case ToolFormat::kHarmony:
         break;
     }
   }

@@ -7,8 +7,8 @@
 // The output formats are those of the families folio serves, told apart by
 // the chat template: Hermes-style `<tool_call>{"name": ..., "arguments":
 // ...}</tool_call>` blocks (Qwen2.5, Qwen3, Hermes), Mistral's
-// `[TOOL_CALLS][{...}]` and Llama 3.x's bare `{"name": ..., "parameters":
-// ...}`. A template that knows no tools gets them described in a system
+// `[TOOL_CALLS][{...}]`, Llama 3.x's bare `{"name": ..., "parameters":
+// ...}` and gpt-oss's harmony messages (harmony_parser.h). A template that knows no tools gets them described in a system
 // message and answers in the Hermes format (as llama-server's generic mode).
 #pragma once
 
@@ -27,6 +27,7 @@ enum class ToolFormat {
   kMistral,  // [TOOL_CALLS] then a JSON array of calls
   kLlama3,   // one JSON object per call, "parameters" for arguments
   kGeneric,  // the template knows no tools: folio describes them, Hermes blocks back
+  kHarmony,  // gpt-oss: messages to=functions.NAME, read by HarmonyParser (harmony_parser.h)
 };
 
 // What the template's own text says about its tool format.
@@ -52,7 +53,8 @@ struct ToolRequest {
 std::optional<ToolRequest> read_tools(const Json* tools, const Json* tool_choice, std::optional<bool> parallel);
 std::optional<ToolRequest> read_tools(const Json& body);
 
-// The constraint for the request's choice in `format`; nullopt for kNone.
+// The constraint for the request's choice in `format`; nullopt for kNone,
+// and for kHarmony (its calls are not constrained yet).
 std::optional<ConstraintSpec> tool_constraint(const ToolRequest& tools, ToolFormat format);
 
 // The system text that describes `tools` to a model whose template knows none.

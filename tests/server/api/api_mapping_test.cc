@@ -15,6 +15,7 @@
 #include "server/api/anthropic_messages.h"
 #include "server/api/api_error.h"
 #include "server/api/chat_request.h"
+#include "server/api/choice_reader.h"
 #include "server/api/completion_request.h"
 #include "server/api/generation_call.h"
 #include "server/api/openai_response.h"
@@ -240,6 +241,44 @@ TEST_F(ApiMappingTest, ReasoningEffortReachesTheTemplate) {
                            R"(, "reasoning_effort": "high", "chat_template_kwargs": {"reasoning_effort": "low"}})")),
             "Reasoning: low");
   EXPECT_EQ(system_of(responses(R"({"input": "hi", "reasoning": {"effort": "low"}})")), "Reasoning: low");
+}
+
+// A harmony template (gpt-oss) makes harmony jobs: control tokens stay in
+// the text, and the choice reader takes the channels and calls out of it;
+// a forced tool call, which folio cannot constrain in harmony yet, is a 400.
+TEST_F(ApiMappingTest, HarmonyTemplateJobsReadChannelsAndCalls) {
+  std::ifstream in(testing::source_path("tests/data/chat_templates/gpt-oss.jinja"), std::ios::binary);
+  ASSERT_TRUE(in.good());
+  const ChatTemplate gpt_oss{std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>())};
+  model_.chat_template = &gpt_oss;
+  model_.tool_format = tool_format_of(gpt_oss.source());
+  const std::string tools = R"("tools": [{"type": "function", "function": {"name": "get_weather", "description": "Weather.",
+      "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}])";
+  const GenerationJob job = chat(std::string("{") + kUser + ", " + tools + "}");
+  EXPECT_TRUE(job.harmony);
+  EXPECT_FALSE(job.params.skip_special_tokens);
+  EXPECT_FALSE(job.reasoning);
+  EXPECT_EQ(job.params.constraint, nullptr);
+  ChoiceReader reader(job);
+  CompletionDelta delta;
+  delta.text = "<|channel|>analysis<|message|>Call it.<|end|><|start|>assistant<|channel|>commentary "
+               "to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Oslo\"}";
+  delta.finish_reason = FinishReason::kStop;
+  const std::vector<OutputEvent> events = reader.read(delta);
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[0].kind, OutputEvent::Kind::kReasoning);
+  EXPECT_EQ(events[0].text, "Call it.");
+  EXPECT_EQ(events[1].kind, OutputEvent::Kind::kCallStart);
+  EXPECT_EQ(events[1].text, "get_weather");
+  EXPECT_EQ(events[2].text, "{\"city\": \"Oslo\"}");
+  EXPECT_EQ(reader.finish_name(FinishReason::kStop), "tool_calls");
+  try {
+    chat(std::string("{") + kUser + ", " + tools + R"(, "tool_choice": "required"})");
+    ADD_FAILURE() << "a forced call was accepted";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.param(), "tool_choice");
+    EXPECT_NE(std::string(e.what()).find("harmony"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(ApiMappingTest, AnOverlongPromptSaysContextLengthExceeded) {
