@@ -372,5 +372,73 @@ TEST_F(ApiMappingTest, AToolCallIsReadBackInEachApisShape) {
   EXPECT_EQ(dump_json(a["content"][0]["input"]), R"({"city":"Oslo"})");
 }
 
+// gpt-oss's harmony answer, streamed in pieces that cut its markers: the
+// analysis is reasoning in each API's shape (reasoning_content, a thinking
+// block, a reasoning item), the final channel the answer, and no piece of
+// the markup reaches any stream event or any answer.
+TEST_F(ApiMappingTest, AHarmonyAnswerInEachApisShape) {
+  std::ifstream in(testing::source_path("tests/data/chat_templates/gpt-oss.jinja"), std::ios::binary);
+  ASSERT_TRUE(in.good());
+  const ChatTemplate gpt_oss{std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>())};
+  model_.chat_template = &gpt_oss;
+  model_.tool_format = tool_format_of(gpt_oss.source());
+  const std::string answer =
+      "<|channel|>analysis<|message|>Simple: 4.<|end|><|start|>assistant<|channel|>final<|message|>Quatre.";
+  const std::vector<std::string> pieces = {answer.substr(0, 5), answer.substr(5, 20), answer.substr(25, 24),
+                                           answer.substr(49, 30), answer.substr(79)};
+  auto no_markup = [](const std::string& text) {
+    for (const char* m : {"<|", "|>", "channel", "analysis"})
+      EXPECT_EQ(text.find(m), std::string::npos) << m << " in " << text;
+  };
+
+  const GenerationJob c = chat(std::string("{") + kUser + R"(, "stream": true})");
+  ResponseBuilder openai(c, *tokenizer_, "m", "chatcmpl-1", 0);
+  std::string reasoning, content;
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    const Json chunk = openai.chunk(0, delta(pieces[i], i + 1 == pieces.size()));
+    if (chunk.is_null()) continue;  // all of it held back
+    for (const Json& choice : chunk["choices"]) {
+      const Json& d = choice["delta"];
+      if (d.contains("reasoning_content")) reasoning += d["reasoning_content"].get<std::string>();
+      if (d.contains("content") && d["content"].is_string()) content += d["content"].get<std::string>();
+    }
+    no_markup(dump_json(chunk));
+  }
+  EXPECT_EQ(reasoning, "Simple: 4.");
+  EXPECT_EQ(content, "Quatre.");
+  ResponseBuilder whole(c, *tokenizer_, "m", "chatcmpl-2", 0);
+  for (std::size_t i = 0; i < pieces.size(); ++i) whole.add(0, delta(pieces[i], i + 1 == pieces.size()));
+  const Json o = whole.response({});
+  EXPECT_EQ(o["choices"][0]["message"]["content"], "Quatre.");
+  EXPECT_EQ(o["choices"][0]["message"]["reasoning_content"], "Simple: 4.");
+
+  const GenerationJob m = messages(R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 50})");
+  std::unique_ptr<AnswerShape> anthropic = make_messages_shape(m, *tokenizer_, "m");
+  std::string events = anthropic->opening_events();
+  for (std::size_t i = 0; i < pieces.size(); ++i) events += anthropic->delta_events(0, delta(pieces[i], i + 1 == pieces.size()));
+  events += anthropic->closing_events({});
+  no_markup(events);
+  EXPECT_NE(events.find("thinking"), std::string::npos);
+  std::unique_ptr<AnswerShape> anthropic_whole = make_messages_shape(m, *tokenizer_, "m");
+  for (std::size_t i = 0; i < pieces.size(); ++i) anthropic_whole->add(0, delta(pieces[i], i + 1 == pieces.size()));
+  const Json a = parse_json_object(anthropic_whole->response({}));
+  EXPECT_EQ(a["content"][0]["type"], "thinking");
+  EXPECT_EQ(a["content"][0]["thinking"], "Simple: 4.");
+  EXPECT_EQ(a["content"][1]["text"], "Quatre.");
+
+  const GenerationJob r = responses(R"({"input": "hi", "stream": true})");
+  std::unique_ptr<AnswerShape> response = make_responses_shape(r, *tokenizer_, "m");
+  events = response->opening_events();
+  for (std::size_t i = 0; i < pieces.size(); ++i) events += response->delta_events(0, delta(pieces[i], i + 1 == pieces.size()));
+  events += response->closing_events({});
+  no_markup(events);
+  EXPECT_NE(events.find("response.reasoning_text.delta"), std::string::npos);
+  std::unique_ptr<AnswerShape> response_whole = make_responses_shape(r, *tokenizer_, "m");
+  for (std::size_t i = 0; i < pieces.size(); ++i) response_whole->add(0, delta(pieces[i], i + 1 == pieces.size()));
+  const Json x = parse_json_object(response_whole->response({}));
+  EXPECT_EQ(x["output"][0]["type"], "reasoning");
+  EXPECT_EQ(x["output"][1]["content"][0]["text"], "Quatre.");
+}
+
 }  // namespace
 }  // namespace folio::server
