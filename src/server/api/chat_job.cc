@@ -110,6 +110,9 @@ GenerationJob make_chat_job(ChatRequest r, const ModelContext& model) {
     // in the text for HarmonyParser, which keeps them out of every answer.
     job.harmony = true;
     job.params.skip_special_tokens = false;
+    // The harmony template reads every assistant content as a string; a
+    // call's null content (what OpenAI clients send back) is the empty one.
+    for (ChatMessage& m : r.messages) m.content_null = false;
     if (job.tools && job.tools->choice != ToolRequest::Choice::kAuto && job.tools->choice != ToolRequest::Choice::kNone)
       bad_request("tool_choice",
                   "this model writes tool calls in the harmony format, which folio does not constrain yet: use "

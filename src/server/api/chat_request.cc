@@ -88,6 +88,11 @@ ChatMessage read_chat_message(const Json& m, std::size_t i) {
                                         printable(message.role, 64)));
   message.content = message_content(m, where);
   if (message.role == "assistant") {
+    if (const Json* reasoning = field_of(m, "reasoning_content"); reasoning != nullptr && !reasoning->is_null()) {
+      if (!reasoning->is_string())
+        bad_request("messages", fmt::format("{}.reasoning_content must be a string", where));
+      message.reasoning = reasoning->get<std::string>();
+    }
     if (const Json* calls = field_of(m, "tool_calls"); calls != nullptr && !calls->empty()) {
       message.fields["tool_calls"] = read_tool_calls(*calls, where);
       message.content_null = field_of(m, "content") == nullptr;

@@ -200,6 +200,8 @@ const Refusal kRefusals[] = {
      "reasoning_effort", "must be one of"},
     {"chat", R"({"messages": [{"role": "user", "content": "hi"}], "reasoning_effort": 3})", 400, "reasoning_effort",
      "must be one of"},
+    {"chat", R"({"messages": [{"role": "assistant", "content": "x", "reasoning_content": 1}]})", 400, "messages",
+     "reasoning_content must be a string"},
     {"messages", R"({"messages": [{"role": "user", "content": "hi"}]})", 400, "max_tokens", "max_tokens is required"},
     {"messages", R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5, "n": 2})", 400, "n",
      "one answer per request"},
@@ -279,6 +281,29 @@ TEST_F(ApiMappingTest, HarmonyTemplateJobsReadChannelsAndCalls) {
     EXPECT_EQ(e.param(), "tool_choice");
     EXPECT_NE(std::string(e.what()).find("harmony"), std::string::npos) << e.what();
   }
+}
+
+// An assistant's reasoning_content reaches the template as `thinking`: the
+// gpt-oss template keeps the analysis of a turn that called a tool.
+TEST_F(ApiMappingTest, EarlierReasoningOfAToolCallReachesTheHarmonyTemplate) {
+  std::ifstream in(testing::source_path("tests/data/chat_templates/gpt-oss.jinja"), std::ios::binary);
+  ASSERT_TRUE(in.good());
+  const ChatTemplate gpt_oss{std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>())};
+  model_.chat_template = &gpt_oss;
+  model_.tool_format = tool_format_of(gpt_oss.source());
+  const GenerationJob job = chat(R"({"messages": [
+      {"role": "user", "content": "Weather in Oslo?"},
+      {"role": "assistant", "content": null, "reasoning_content": "I should call get_weather.",
+       "tool_calls": [{"id": "call_1", "type": "function",
+                       "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}]},
+      {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}],
+      "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Weather.",
+                 "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]})");
+  const std::string prompt = tokenizer_->decode(job.prompts.at(0), true);
+  EXPECT_NE(prompt.find("<|start|>assistant<|channel|>analysis<|message|>I should call get_weather.<|end|>"
+                        "<|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>"),
+            std::string::npos)
+      << prompt;
 }
 
 TEST_F(ApiMappingTest, AnOverlongPromptSaysContextLengthExceeded) {
