@@ -236,7 +236,10 @@ def build(name: str):
                       tie_word_embeddings=False, rms_norm_eps=1e-5)
         config = tf.GptOssConfig(**args)
         seqs = [(s, 512) for s in SHORT] + [(ids(300, 37), 512), (ids(200, 41, 7), 512)]
-        return tok, tf.GptOssForCausalLM(config), dict(pre="qwen2", seqs=seqs, mxfp4=name == "gpt_oss")
+        # The chat template is gpt-oss's own (harmony), so that a server on
+        # this checkpoint takes the harmony path.
+        return tok, tf.GptOssForCausalLM(config), dict(pre="qwen2", seqs=seqs, mxfp4=name == "gpt_oss",
+                                                       chat_template="gpt-oss.jinja")
     if name == "olmo2":
         tok = tiny.make_tokenizer("qwen2")
         args = common(tok, rope_theta=500000.0, tie_word_embeddings=False)
@@ -388,6 +391,10 @@ def make(name: str, seed: int, llama_dir: Path) -> None:
     if opts.get("tokenizer_class"):
         cfg = json.loads((out / "tokenizer_config.json").read_text())
         cfg["tokenizer_class"] = opts["tokenizer_class"]
+        (out / "tokenizer_config.json").write_text(json.dumps(cfg, indent=1) + "\n")
+    if opts.get("chat_template"):
+        cfg = json.loads((out / "tokenizer_config.json").read_text())
+        cfg["chat_template"] = (ROOT / "tests" / "data" / "chat_templates" / opts["chat_template"]).read_text()
         (out / "tokenizer_config.json").write_text(json.dumps(cfg, indent=1) + "\n")
     (out / "generation_config.json").unlink(missing_ok=True)
     with_gguf = opts.get("gguf", True)
