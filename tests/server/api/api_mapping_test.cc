@@ -300,10 +300,22 @@ TEST_F(ApiMappingTest, EarlierReasoningOfAToolCallReachesTheHarmonyTemplate) {
       "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Weather.",
                  "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]})");
   const std::string prompt = tokenizer_->decode(job.prompts.at(0), true);
-  EXPECT_NE(prompt.find("<|start|>assistant<|channel|>analysis<|message|>I should call get_weather.<|end|>"
-                        "<|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>"),
-            std::string::npos)
-      << prompt;
+  const std::string kept =
+      "<|start|>assistant<|channel|>analysis<|message|>I should call get_weather.<|end|>"
+      "<|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>";
+  EXPECT_NE(prompt.find(kept), std::string::npos) << prompt;
+  // The Responses API: a reasoning item before the call it led to.
+  const GenerationJob r = responses(R"({"input": [
+      {"role": "user", "content": "Weather in Oslo?"},
+      {"type": "reasoning", "id": "rs_1", "summary": [],
+       "content": [{"type": "reasoning_text", "text": "I should call get_weather."}]},
+      {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"},
+      {"type": "function_call_output", "call_id": "call_1", "output": "sunny"}],
+      "tools": [{"type": "function", "name": "get_weather", "description": "Weather.",
+                 "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}]})");
+  const std::string r_prompt = tokenizer_->decode(r.prompts.at(0), true);
+  EXPECT_NE(r_prompt.find(kept), std::string::npos) << r_prompt;
+  EXPECT_EQ(r_prompt, prompt);
 }
 
 TEST_F(ApiMappingTest, AnOverlongPromptSaysContextLengthExceeded) {
