@@ -316,6 +316,16 @@ TEST_F(ApiMappingTest, EarlierReasoningOfAToolCallReachesTheHarmonyTemplate) {
   const std::string r_prompt = tokenizer_->decode(r.prompts.at(0), true);
   EXPECT_NE(r_prompt.find(kept), std::string::npos) << r_prompt;
   EXPECT_EQ(r_prompt, prompt);
+  // Anthropic's Messages API: a thinking block beside the tool_use.
+  const GenerationJob a = messages(R"({"max_tokens": 50, "messages": [
+      {"role": "user", "content": "Weather in Oslo?"},
+      {"role": "assistant", "content": [{"type": "thinking", "thinking": "I should call get_weather.", "signature": "s"},
+          {"type": "tool_use", "id": "call_1", "name": "get_weather", "input": {"city": "Oslo"}}]},
+      {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "call_1", "content": "sunny"}]}],
+      "tools": [{"name": "get_weather", "description": "Weather.",
+                 "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}]})");
+  const std::string a_prompt = tokenizer_->decode(a.prompts.at(0), true);
+  EXPECT_NE(a_prompt.find(kept), std::string::npos) << a_prompt;
 }
 
 TEST_F(ApiMappingTest, AnOverlongPromptSaysContextLengthExceeded) {
