@@ -25,6 +25,14 @@ tests/data/tiny/<name>/:
                       llama_cpp     model.gguf through llama-cpp-python, F32
                                     K/V cache
 
+gpt_oss (issue 40) stores its experts as the released checkpoints do, in
+MXFP4 blocks and scales with quantization_config mxfp4 (gpt_oss_bf16: plain
+fused BF16 experts); its reference.json adds
+                      transformers_truncated  the same MXFP4 numbers with
+                                    YaRN's correction range truncated, as
+                                    GGUF files (and llama.cpp) always do
+and llama_cpp_vs_exact_max_logprob_diff: how far llama.cpp, whose MXFP4
+matmuls round activations to Q8_0, is from those exact numbers.
 The sequences are long enough to cross every sliding window, every
 LongRoPE switch and several periods of Ministral 3's query temperature.
 VARIANTS run checkpoints already there with other rope parameters (YaRN on
@@ -69,7 +77,11 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = tiny.OUT
 TOP_K = 8
 SEEDS = {"gemma2": 2001, "phi3": 2002, "granite": 2003, "smollm3": 2004, "glm4": 2005, "ministral3": 2006,
-         "mistral3": 2007, "olmo2": 2008, "granite4": 2009}
+         "mistral3": 2007, "olmo2": 2008, "granite4": 2009, "gpt_oss": 2010, "gpt_oss_bf16": 2011}
+# The harmony format's special tokens (gpt-oss's chat format), in the gpt-oss
+# tokenizers so that a conversation renders into them.
+HARMONY_SPECIAL = ["<|startoftext|>", "<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>",
+                   "<|return|>", "<|call|>"]
 
 
 def ids(n: int, mult: int, offset: int = 0) -> list[int]:
@@ -206,6 +218,28 @@ def build(name: str):
         # with no KV heads and RoPE off, which llama.cpp cannot load: the
         # transformers leg only.
         return tok, tf.GraniteMoeHybridForCausalLM(config), dict(pre="llama-bpe", seqs=seqs, gguf=False)
+    if name in ("gpt_oss", "gpt_oss_bf16"):
+        # gpt-oss's layout at a tiny size: four layers (sliding, full,
+        # sliding, full) with the real 128-token window, four query heads of
+        # 16 over two K/V heads, four experts (two per token), YaRN x8
+        # over 64 trained tokens, not truncated, as the released config says.
+        # gpt_oss stores its experts in MXFP4 blocks and scales (the released
+        # checkpoints' layout), gpt_oss_bf16 as plain fused tensors, with
+        # experts of 32 so that its F32 GGUF file stays under 1 MB.
+        tok = tiny.make_tokenizer("qwen2", extra_special=HARMONY_SPECIAL)
+        rope = {"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 64, "beta_fast": 32.0,
+                "beta_slow": 1.0, "truncate": False, "rope_theta": 150000.0}
+        args = common(tok, hidden_size=64, intermediate_size=64 if name == "gpt_oss" else 32, num_hidden_layers=4, num_attention_heads=4,
+                      num_key_value_heads=2, head_dim=16, max_position_embeddings=512, rope_parameters=rope,
+                      num_local_experts=4, num_experts_per_tok=2, sliding_window=128, swiglu_limit=7.0,
+                      layer_types=["sliding_attention", "full_attention"] * 2, attention_bias=True,
+                      tie_word_embeddings=False, rms_norm_eps=1e-5)
+        config = tf.GptOssConfig(**args)
+        seqs = [(s, 512) for s in SHORT] + [(ids(300, 37), 512), (ids(200, 41, 7), 512)]
+        # The chat template is gpt-oss's own (harmony), so that a server on
+        # this checkpoint takes the harmony path.
+        return tok, tf.GptOssForCausalLM(config), dict(pre="qwen2", seqs=seqs, mxfp4=name == "gpt_oss",
+                                                       chat_template="gpt-oss.jinja")
     if name == "olmo2":
         tok = tiny.make_tokenizer("qwen2")
         args = common(tok, rope_theta=500000.0, tie_word_embeddings=False)
@@ -230,6 +264,66 @@ def randomise(model: torch.nn.Module, seed: int) -> list[str]:
             b.copy_(0.1 * torch.randn(b.shape, generator=gen, dtype=torch.float32))
             drawn.append(name)
     return drawn
+
+
+def randomise_gpt_oss(model: torch.nn.Module, seed: int) -> None:
+    """gpt-oss's own parameters at sizes that show a wrong sum: experts of unit gain along their input
+    (gate_up_proj is [E, in, out], down_proj [E, in, out]), biases and sinks of a unit's size, and the
+    first expert's gate/up scaled by 8 so that the SwiGLU's clamp at 7 fires."""
+    gen = torch.Generator().manual_seed(seed + 2)
+    with torch.no_grad():
+        for name, p in sorted(model.named_parameters()):
+            noise = torch.randn(p.shape, generator=gen, dtype=torch.float32)
+            if name.endswith("experts.gate_up_proj") or name.endswith("experts.down_proj"):
+                p.copy_(noise / p.shape[1] ** 0.5)
+                if name.endswith("gate_up_proj"):
+                    p[0] *= 8.0
+            elif name.endswith("_bias") or name.endswith("router.bias") or name.endswith(".sinks"):
+                p.copy_(0.5 * noise if not name.endswith(".sinks") else 1.0 + noise)
+
+
+FP4_VALUES = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0]
+
+
+def to_mxfp4(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """w: [E, out, in] -> (blocks [E, out, in/32, 16] u8, scales [E, out, in/32] u8, the numbers they hold):
+    per block of 32 an E8M0 exponent (127 + e, 2^e >= amax / 6) and E2M1 codes to nearest, element 2i in
+    the low nibble of byte i, as the released gpt-oss checkpoints store them."""
+    E, out, k = w.shape
+    blocks = w.reshape(E, out, k // 32, 32).double()
+    amax = blocks.abs().amax(-1).clamp(min=2.0 ** -100)
+    e = torch.ceil(torch.log2(amax / 6.0)).clamp(-127, 127)
+    scaled = blocks / torch.pow(2.0, e)[..., None]
+    lut = torch.tensor(FP4_VALUES, dtype=torch.float64)
+    codes = (scaled[..., None] - lut).abs().argmin(-1)  # ties: the lower code
+    values = (lut[codes] * torch.pow(2.0, e)[..., None]).reshape(E, out, k).float()
+    packed = (codes[..., 0::2] | (codes[..., 1::2] << 4)).to(torch.uint8)
+    return packed, (e + 127).to(torch.uint8), values
+
+
+def save_mxfp4_experts(model: torch.nn.Module, out: Path) -> None:
+    """Rewrites the saved experts as MXFP4 blocks and scales (model's experts already hold MXFP4 values)
+    and adds the quantization_config of the released checkpoints."""
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(out / "model.safetensors")
+    for name in [n for n in tensors if n.endswith("experts.gate_up_proj") or n.endswith("experts.down_proj")]:
+        w = tensors.pop(name).float().transpose(1, 2).contiguous()  # [E, out, in]
+        blocks, scales, values = to_mxfp4(w)
+        assert torch.equal(values, w), name  # the model's numbers are MXFP4's already
+        tensors[name + "_blocks"], tensors[name + "_scales"] = blocks, scales
+    save_file(tensors, out / "model.safetensors", metadata={"format": "pt"})
+    cfg = json.loads((out / "config.json").read_text())
+    cfg["quantization_config"] = {"quant_method": "mxfp4", "modules_to_not_convert": [
+        "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]}
+    (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+
+
+def quantize_experts_in_place(model: torch.nn.Module) -> None:
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("experts.gate_up_proj") or name.endswith("experts.down_proj"):
+                p.copy_(to_mxfp4(p.transpose(1, 2).contiguous())[2].transpose(1, 2))
 
 
 def top_k(rows: torch.Tensor) -> dict:
@@ -276,39 +370,75 @@ def make(name: str, seed: int, llama_dir: Path) -> None:
     torch.manual_seed(seed)
     tok, model, opts = build(name)
     buffers = randomise(model, seed)
+    if type(model).__name__ == "GptOssForCausalLM":
+        randomise_gpt_oss(model, seed)
     model.eval()
     # The reference runs in fp32 on exactly the numbers the files hold.
     with torch.no_grad():
         for p in model.parameters():
             p.copy_(p.to(torch.bfloat16).to(torch.float32))
+    if opts.get("mxfp4"):
+        quantize_experts_in_place(model)
     out = OUT / name
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     save_model = type(model)(model.config)
     save_model.load_state_dict(model.state_dict())
     save_model.to(torch.bfloat16).save_pretrained(out)
+    if opts.get("mxfp4"):
+        save_mxfp4_experts(model, out)
     tiny.save_tokenizer(tok, out, False, "<|endoftext|>", "<|im_end|>")
     if opts.get("tokenizer_class"):
         cfg = json.loads((out / "tokenizer_config.json").read_text())
         cfg["tokenizer_class"] = opts["tokenizer_class"]
+        (out / "tokenizer_config.json").write_text(json.dumps(cfg, indent=1) + "\n")
+    if opts.get("chat_template"):
+        cfg = json.loads((out / "tokenizer_config.json").read_text())
+        cfg["chat_template"] = (ROOT / "tests" / "data" / "chat_templates" / opts["chat_template"]).read_text()
         (out / "tokenizer_config.json").write_text(json.dumps(cfg, indent=1) + "\n")
     (out / "generation_config.json").unlink(missing_ok=True)
     with_gguf = opts.get("gguf", True)
     if with_gguf:
         convert(llama_dir, out, out / "model.gguf", opts["pre"], "f32", opts.get("gguf_name", f"tiny {name}"))
 
+    truncated = None
+    if opts.get("mxfp4") and with_gguf:
+        # llama.cpp multiplies MXFP4 weights by activations rounded to Q8_0, so
+        # its logits are not the exact ones; the GGUF file is also held to the
+        # exact ones of its own rotary table (GGUF cannot say truncate: false,
+        # and llama.cpp truncates YaRN's correction range): transformers with
+        # truncate: true, on the same MXFP4 numbers.
+        import transformers as tf
+
+        with tempfile.TemporaryDirectory() as tmp:
+            shutil.copytree(out, Path(tmp) / "m")
+            cfg = json.loads((Path(tmp) / "m" / "config.json").read_text())
+            cfg["rope_parameters"]["truncate"] = True
+            (Path(tmp) / "m" / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+            truncated = tf.AutoModelForCausalLM.from_pretrained(Path(tmp) / "m", dtype=torch.float32)
+            truncated.eval()
     sequences = []
     worst = 0.0
+    worst_exact = 0.0
     for tokens, n_ctx in opts["seqs"]:
         with torch.no_grad():
             hf_rows = model(torch.tensor([tokens])).logits[0].to(torch.float32)
         entry = {"token_ids": tokens, "n_ctx": n_ctx, "transformers": top_k(hf_rows)}
+        if truncated is not None:
+            with torch.no_grad():
+                exact_rows = truncated(torch.tensor([tokens])).logits[0].float()
+            entry["transformers_truncated"] = top_k(exact_rows)
         if with_gguf:
             cpp_rows = llama_cpp_logits(out / "model.gguf", tokens, n_ctx)
             hf_lp = torch.log_softmax(hf_rows.double(), -1)
             cpp_lp = torch.log_softmax(cpp_rows.double(), -1)
             worst = max(worst, float((hf_lp - cpp_lp).abs().max()))
             entry["llama_cpp"] = top_k(cpp_rows)
+            if truncated is not None:
+                # llama.cpp against the exact numbers of its own file, over its top-8.
+                exact_lp = torch.log_softmax(exact_rows.double(), -1)
+                top = torch.topk(cpp_lp, TOP_K, dim=-1).indices
+                worst_exact = max(worst_exact, float((exact_lp.gather(1, top) - cpp_lp.gather(1, top)).abs().max()))
         sequences.append(entry)
     reference = {
         "architecture": type(model).__name__,
@@ -318,11 +448,28 @@ def make(name: str, seed: int, llama_dir: Path) -> None:
     }
     if with_gguf:
         reference["transformers_vs_llama_cpp_max_logprob_diff"] = round(worst, 6)
+    if truncated is not None:
+        reference["llama_cpp_vs_exact_max_logprob_diff"] = round(worst_exact, 6)
+    if opts.get("mxfp4"):
+        # transformers' own MXFP4 loader (it dequantizes on a CPU) must read the
+        # blocks and scales written here as the numbers the reference ran.
+        import transformers as tf
+
+        loaded = tf.AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32)
+        loaded.eval()
+        tokens = opts["seqs"][-1][0]
+        with torch.no_grad():
+            a = model(torch.tensor([tokens])).logits[0].float()
+            b = loaded(torch.tensor([tokens])).logits[0].float()
+        diff = float((a - b).abs().max())
+        assert diff < 1e-3, f"transformers' MXFP4 loader reads other numbers: max |logit diff| {diff}"
+        reference["transformers_mxfp4_loader_max_logit_diff"] = round(diff, 8)
     (out / "reference.json").write_text(json.dumps(reference, separators=(",", ":")) + "\n")
     size = sum(p.stat().st_size for p in out.iterdir())
     print(f"{name}: {sum(p.numel() for p in model.parameters())} parameters, {size} bytes, "
           f"{sum(len(t) for t, _ in opts['seqs'])} positions"
-          + (f"; transformers vs llama.cpp max |logprob diff| {worst:.2e}" if with_gguf else ""))
+          + (f"; transformers vs llama.cpp max |logprob diff| {worst:.2e}" if with_gguf else "")
+          + (f"; llama.cpp vs the exact numbers of its file {worst_exact:.2e}" if truncated is not None else ""))
 
 
 # Checkpoints already in tests/data/tiny run with other rope parameters, or at

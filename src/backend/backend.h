@@ -29,7 +29,13 @@
 
 namespace folio {
 
-enum class GluActivation { kSilu, kGeluTanh };
+// The activation of a gated FFN: out = act(gate) * up. kSwigluClamped is
+// gpt-oss's: gate clamped to at most kSwigluClampedLimit, up to
+// [-kSwigluClampedLimit, kSwigluClampedLimit], then
+// out = (up + 1) * (gate * sigmoid(kSwigluClampedAlpha * gate)).
+enum class GluActivation { kSilu, kGeluTanh, kSwigluClamped };
+inline constexpr float kSwigluClampedAlpha = 1.702f;
+inline constexpr float kSwigluClampedLimit = 7.0f;
 
 // Rotary embedding of one model: inverse frequency per rotated pair, with any
 // scaling already folded in, and how pairs are formed.
@@ -94,6 +100,11 @@ struct AttentionParams {
   float scale = 1.0f;                // usually 1/sqrt(head_dim)
   std::int64_t sliding_window = 0;   // 0: attend to the whole context
   float softcap = 0.0f;              // 0: no logit soft-capping
+  // Attention sinks (gpt-oss): [num_heads] f32 on the device, one learned
+  // logit per query head that joins the softmax's denominator and weighs no
+  // value row: p_j = e^(s_j - m) / (sum_i e^(s_i - m) + e^(sink - m)), with
+  // m the maximum over the scores and the sink. No data: none.
+  Tensor sinks;
 };
 
 // One weight of a group sharing its input (Backend::matmuls): y = x * w^T (+ bias).
@@ -242,6 +253,8 @@ class Backend {
   // router_logits: [T, num_experts] activations, best first (ties: the lower id);
   // ids: [T, k] i32, weights: [T, k] f32 their probabilities, divided by
   // their sum when normalize (Mixtral, Qwen3-MoE) or as they are (Qwen2-MoE).
+  // Normalised, the weights are the softmax over the k chosen logits alone
+  // (gpt-oss's router): the full denominator cancels.
   virtual void moe_route(const Tensor& router_logits, bool normalize, Tensor& ids, Tensor& weights) = 0;
 
   // Groups the T * k assignments of ids: [T, k] i32 by expert, in (token,
@@ -251,13 +264,14 @@ class Backend {
   // assignment (t, r).
   virtual void moe_group(const Tensor& ids, Tensor& offsets, Tensor& row_tokens, Tensor& assignment_rows) = 0;
 
-  // y[j, :] = x[j, :] * w[e, :, :]^T for every row j in expert e's range of
-  // offsets: [num_experts + 1] i32; w: [num_experts, out, in] of any weight
-  // type, x: [rows, in] and y: [rows, out] activations, rows ==
-  // offsets[num_experts].
-  // An expert without rows is not read. A row's result never depends on the
-  // other rows.
-  virtual void expert_matmul(const Tensor& w, const Tensor& x, const Tensor& offsets, Tensor& y) = 0;
+  // y[j, :] = x[j, :] * w[e, :, :]^T (+ bias[e, :]) for every row j in
+  // expert e's range of offsets: [num_experts + 1] i32; w: [num_experts, out,
+  // in] of any weight type, x: [rows, in] and y: [rows, out] activations,
+  // rows == offsets[num_experts]; bias (gpt-oss's experts): [num_experts,
+  // out] f32 or null. An expert without rows is not read. A row's result
+  // never depends on the other rows.
+  virtual void expert_matmul(const Tensor& w, const Tensor& x, const Tensor& offsets, Tensor& y,
+                             const Tensor* bias) = 0;
 
   // out[t, :] = sum over r = 0 .. k - 1, in that order, of
   // weights[t, r] * y[assignment_rows[t, r], :]. y: [T * k, d] activations,
@@ -281,5 +295,11 @@ class Backend {
 // Expert e of a stacked expert weight w: [num_experts, out, in], as the
 // [out, in] matrix it is (a view; packed layouts stay packed, being per row).
 inline Tensor expert_weight(const Tensor& w, std::int64_t e) { return w.rows_view(e * w.shape[1], w.shape[1]); }
+
+// Expert e's row of a stacked expert bias: [num_experts, out] f32 -> [out].
+inline Tensor expert_bias(const Tensor& bias, std::int64_t e) {
+  const std::int64_t out = bias.numel() / bias.shape[0];
+  return bias.reshaped({bias.shape[0], out}).rows_view(e, 1).reshaped({out});
+}
 
 }  // namespace folio

@@ -106,7 +106,9 @@ void ForwardingBackend::attention(const Tensor& q, const PagedKv& kv, const Atte
   m.query_start = view(meta.query_start, "query_start");
   m.seq_lens = view(meta.seq_lens, "seq_lens");
   m.block_tables = view(meta.block_tables, "block_tables");
-  issue([this, q = view(q, "queries"), kv = view_kv(kv), m, params, out = view(out, "attention's output")]() mutable {
+  AttentionParams p = params;
+  if (params.sinks.data != nullptr) p.sinks = view(params.sinks, "attention sinks");
+  issue([this, q = view(q, "queries"), kv = view_kv(kv), m, params = p, out = view(out, "attention's output")]() mutable {
     inner_->attention(q, kv, m, params, out);
   });
 }
@@ -135,9 +137,12 @@ void ForwardingBackend::moe_group(const Tensor& ids, Tensor& offsets, Tensor& ro
   });
 }
 
-void ForwardingBackend::expert_matmul(const Tensor& w, const Tensor& x, const Tensor& offsets, Tensor& y) {
+void ForwardingBackend::expert_matmul(const Tensor& w, const Tensor& x, const Tensor& offsets, Tensor& y,
+                                      const Tensor* bias) {
+  const bool has_bias = bias != nullptr;
   issue([this, w = view(w, "expert weights"), x = view(x, "expert rows"), offsets = view(offsets, "offsets"),
-         y = view(y, "expert_matmul's output")]() mutable { inner_->expert_matmul(w, x, offsets, y); });
+         y = view(y, "expert_matmul's output"), b = has_bias ? view(*bias, "expert bias") : Tensor(),
+         has_bias]() mutable { inner_->expert_matmul(w, x, offsets, y, has_bias ? &b : nullptr); });
 }
 
 void ForwardingBackend::moe_combine(const Tensor& y, const Tensor& assignment_rows, const Tensor& weights,

@@ -52,7 +52,7 @@ class ForwardingBackend : public Backend {
   void copy_blocks(PagedKv& kv, std::span<const std::pair<std::int32_t, std::int32_t>> pairs) override;
   void moe_route(const Tensor& router_logits, bool normalize, Tensor& ids, Tensor& weights) override;
   void moe_group(const Tensor& ids, Tensor& offsets, Tensor& row_tokens, Tensor& assignment_rows) override;
-  void expert_matmul(const Tensor& w, const Tensor& x, const Tensor& offsets, Tensor& y) override;
+  void expert_matmul(const Tensor& w, const Tensor& x, const Tensor& offsets, Tensor& y, const Tensor* bias) override;
   void moe_combine(const Tensor& y, const Tensor& assignment_rows, const Tensor& weights, Tensor& out) override;
   void add_sigmoid_gated(Tensor& x, const Tensor& y, const Tensor& gate) override;
   void sample(const Tensor& logits, const SamplingBatch& batch) override;

@@ -47,9 +47,9 @@ class ObservingBackend final : public ForwardingBackend {
   void glu_matmul(const Tensor& w, Tensor& gate, const Tensor& up, GluActivation act, Tensor& y) override {
     Backend::glu_matmul(w, gate, up, act, y);
   }
-  void expert_matmul(const Tensor& w, const Tensor& x, const Tensor& offsets, Tensor& y) override {
+  void expert_matmul(const Tensor& w, const Tensor& x, const Tensor& offsets, Tensor& y, const Tensor* bias) override {
     observer_.on_expert_matmul(w, host_copy(x, x_), host_copy(offsets, offsets_));
-    ForwardingBackend::expert_matmul(w, x, offsets, y);
+    ForwardingBackend::expert_matmul(w, x, offsets, y, bias);
   }
 
  private:

@@ -103,7 +103,8 @@ void write_kv(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, cons
        "v {} must be [tokens, {} kv_heads, {} value_head_dim]", desc(v), kv.num_kv_heads(), kv.value_head_dim());
 }
 
-void attention(const Tensor& q, const PagedKv& kv, const AttentionMetadata& meta, const Tensor& out, DType act) {
+void attention(const Tensor& q, const PagedKv& kv, const AttentionMetadata& meta, const AttentionParams& params,
+               const Tensor& out, DType act) {
   paged_kv(kv, "attention");
   activations(q, act, "attention");
   activations(out, act, "attention");
@@ -118,6 +119,8 @@ void attention(const Tensor& q, const PagedKv& kv, const AttentionMetadata& meta
   FOLIO_NEED(meta.block_tables.numel() >= meta.num_seqs * meta.max_blocks_per_seq, "attention",
        "block_tables {} are smaller than {} sequences of {} blocks", desc(meta.block_tables), meta.num_seqs,
        meta.max_blocks_per_seq);
+  FOLIO_NEED(params.sinks.data == nullptr || (params.sinks.dtype == DType::F32 && params.sinks.numel() == q.shape[1]),
+       "attention", "sinks {} must be f32 [heads] for q {}", desc(params.sinks), desc(q));
 }
 
 void gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out) {
@@ -149,7 +152,8 @@ void moe_group(const Tensor& ids, const Tensor& offsets, const Tensor& row_token
        desc(assignment_rows), desc(ids));
 }
 
-void expert_matmul(const Tensor& w, const Tensor& x, const Tensor& offsets, const Tensor& y, DType act) {
+void expert_matmul(const Tensor& w, const Tensor& x, const Tensor& offsets, const Tensor& y, const Tensor* bias,
+                   DType act) {
   FOLIO_NEED(w.ndim == 3, "expert_matmul", "w {} must be [experts, out, in]", desc(w));
   FOLIO_NEED(offsets.dtype == DType::I32 && offsets.numel() == w.shape[0] + 1, "expert_matmul",
        "offsets {} must be i32 [experts + 1] for w {}", desc(offsets), desc(w));
@@ -158,6 +162,8 @@ void expert_matmul(const Tensor& w, const Tensor& x, const Tensor& offsets, cons
   FOLIO_NEED(x.cols() == w.cols(), "expert_matmul", "x {} rows must be as long as w {} rows", desc(x), desc(w));
   FOLIO_NEED(y.rows() == x.rows() && y.cols() == w.shape[1], "expert_matmul", "y {} must be [x rows, w's out] for x {}, w {}",
        desc(y), desc(x), desc(w));
+  FOLIO_NEED(bias == nullptr || (bias->dtype == DType::F32 && bias->numel() == w.shape[0] * w.shape[1]), "expert_matmul",
+       "bias {} must be f32 [experts, out] for w {}", bias ? desc(*bias) : "", desc(w));
 }
 
 void moe_combine(const Tensor& y, const Tensor& assignment_rows, const Tensor& weights, const Tensor& out, DType act) {

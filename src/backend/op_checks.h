@@ -19,11 +19,13 @@ void activations(const Tensor& x, DType act, const char* op);
 // rows and scales have the lengths their types need.
 void paged_kv(const PagedKv& kv, const char* op);
 void write_kv(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const PagedKv& kv, DType act);
-void attention(const Tensor& q, const PagedKv& kv, const AttentionMetadata& meta, const Tensor& out, DType act);
+void attention(const Tensor& q, const PagedKv& kv, const AttentionMetadata& meta, const AttentionParams& params,
+               const Tensor& out, DType act);
 void gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out);
 void moe_route(const Tensor& router_logits, const Tensor& ids, const Tensor& weights, DType act);
 void moe_group(const Tensor& ids, const Tensor& offsets, const Tensor& row_tokens, const Tensor& assignment_rows);
-void expert_matmul(const Tensor& w, const Tensor& x, const Tensor& offsets, const Tensor& y, DType act);
+void expert_matmul(const Tensor& w, const Tensor& x, const Tensor& offsets, const Tensor& y, const Tensor* bias,
+                   DType act);
 void moe_combine(const Tensor& y, const Tensor& assignment_rows, const Tensor& weights, const Tensor& out, DType act);
 void add_sigmoid_gated(const Tensor& x, const Tensor& y, const Tensor& gate, DType act);
 void sample(const Tensor& logits, const SamplingBatch& batch);

@@ -181,6 +181,11 @@ void print_hf(const std::string& dir, bool list) {
       type = s.format;
       n = static_cast<std::uint64_t>(s.num_elements);
       b = s.bytes;
+    } else if (quant.method == HfQuantMethod::kMxfp4 && t->name.ends_with("_blocks")) {
+      // Two 4-bit codes a byte, and one scale byte per 32 (the _scales beside it).
+      type = "mxfp4";
+      n *= 2;
+      b += b / 16;
     }
     params += n;
     bytes += b;
@@ -189,7 +194,10 @@ void print_hf(const std::string& dir, bool list) {
     e.params += n;
     e.bytes += b;
   }
-  if (quant.method != HfQuantMethod::kNone)
+  if (quant.method == HfQuantMethod::kMxfp4)
+    fmt::print("quantization: quant_method mxfp4; folio repacks these experts into GGUF MXFP4 blocks at load (the "
+               "same 4.25 bits per weight)\n");
+  else if (quant.method != HfQuantMethod::kNone)
     fmt::print("quantization: quant_method {} ({}); folio widens these weights to {} at load\n", quant.quant_method,
                quant.describe(), quant.method == HfQuantMethod::kFp8 ? "bf16" : "the quant state's dtype");
   const auto bits = [](std::uint64_t b, std::uint64_t n) {

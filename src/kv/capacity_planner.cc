@@ -55,6 +55,11 @@ std::vector<ModelShape> make_model_presets() {
       dense("SmolLM3-3B", 3'075'098'624, 36, 16, 4, 128, 65536),
       dense("GLM-4-9B-0414", 9'400'279'040, 40, 32, 2, 128, 32768),
       dense("Ministral-8B", 8'019'808'256, 36, 32, 8, 128, 32768),
+      // gpt-oss (issue 40): every KV row counted at the full context, also on
+      // the sliding-window layers, since folio keeps their blocks (the
+      // window's saving is not taken yet).
+      dense("gpt-oss-20b", 20'914'757'184, 24, 64, 8, 64, 131072, 32),
+      dense("gpt-oss-120b", 116'829'156'672, 36, 64, 8, 64, 131072, 128),
   };
 }
 

@@ -64,6 +64,11 @@ constexpr LayerName kLayerNames[] = {
     {"mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight"},
     {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight"},
     {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight"},
+    // gpt-oss: the output projection's bias, the attention sinks, the router and its bias.
+    {"self_attn.o_proj.bias", "attn_output.bias"},
+    {"self_attn.sinks", "attn_sinks.weight"},
+    {"mlp.router.weight", "ffn_gate_inp.weight"},
+    {"mlp.router.bias", "ffn_gate_inp.bias"},
 };
 
 // One expert's projection (after "model.layers.N."): "<prefix>E<suffix>" ->
@@ -87,17 +92,6 @@ bool parse_index(std::string_view text, unsigned& value) {
   if (text.empty() || text.size() > 9) return false;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   return ec == std::errc() && end == text.data() + text.size();
-}
-
-// "model.layers.N.<rest>" -> N and rest; false for other names.
-bool split_layer(std::string_view hf, unsigned& layer, std::string_view& rest) {
-  constexpr std::string_view kLayers = "model.layers.";
-  if (!hf.starts_with(kLayers)) return false;
-  hf.remove_prefix(kLayers.size());
-  const std::size_t dot = hf.find('.');
-  if (dot == std::string_view::npos || !parse_index(hf.substr(0, dot), layer)) return false;
-  rest = hf.substr(dot + 1);
-  return true;
 }
 
 // The experts of one projection, by expert index, stacked into one
@@ -152,6 +146,16 @@ bool is_vision_tensor(std::string_view hf) {
 
 }  // namespace
 
+bool split_hf_layer_name(std::string_view hf, unsigned& layer, std::string_view& rest) {
+  constexpr std::string_view kLayers = "model.layers.";
+  if (!hf.starts_with(kLayers)) return false;
+  hf.remove_prefix(kLayers.size());
+  const std::size_t dot = hf.find('.');
+  if (dot == std::string_view::npos || !parse_index(hf.substr(0, dot), layer)) return false;
+  rest = hf.substr(dot + 1);
+  return true;
+}
+
 std::string gguf_tensor_name(std::string_view hf_name, bool gemma_norms) {
   const std::string text = text_model_name(hf_name);
   const std::string_view hf = text;
@@ -160,7 +164,7 @@ std::string gguf_tensor_name(std::string_view hf_name, bool gemma_norms) {
   if (hf == "lm_head.weight") return "output.weight";
   unsigned layer = 0;
   std::string_view rest;
-  if (!split_layer(hf, layer, rest)) return "";
+  if (!split_hf_layer_name(hf, layer, rest)) return "";
   if (rest == "post_attention_layernorm.weight")
     return fmt::format("blk.{}.{}", layer, gemma_norms ? "post_attention_norm.weight" : "ffn_norm.weight");
   for (const LayerName& n : kLayerNames)
@@ -173,7 +177,7 @@ std::optional<HfExpertTensor> hf_expert_tensor(std::string_view hf_name) {
   const std::string_view hf = text;
   unsigned layer = 0;
   std::string_view rest;
-  if (!split_layer(hf, layer, rest)) return std::nullopt;
+  if (!split_hf_layer_name(hf, layer, rest)) return std::nullopt;
   for (const ExpertName& n : kExpertNames) {
     if (rest.size() <= n.prefix.size() + n.suffix.size() || !rest.starts_with(n.prefix) || !rest.ends_with(n.suffix))
       continue;
@@ -282,6 +286,7 @@ Weights hf_weights(std::shared_ptr<const HfCheckpoint> checkpoint, const ArchEnt
     }
     const std::string name = gguf_tensor_name(t->name, arch.hf_gemma_norms || arch.hf_post_attention_norm);
     if (name.empty() && is_vision_tensor(t->name)) continue;  // the language model is what folio runs
+    if (name.empty() && arch.hf_tensor != nullptr && arch.hf_tensor(w, c, *t)) continue;
     if (name.empty()) {
       if (t->name.ends_with("rotary_emb.inv_freq")) continue;  // recomputed from the config
       fail("{}: tensor {} has no place in folio's {} architecture; the checkpoint may be of another model class",

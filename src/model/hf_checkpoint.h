@@ -51,6 +51,9 @@ class HfCheckpoint : public HfTensorSource {
 // Whether `path` is a directory (a Hugging Face checkpoint, not a GGUF file).
 bool is_model_directory(const std::string& path);
 
+// "model.layers.N.<rest>" -> N and rest; false for other names.
+bool split_hf_layer_name(std::string_view hf, unsigned& layer, std::string_view& rest);
+
 // The GGUF name of an HF decoder tensor ("model.layers.3.self_attn.q_proj.weight"
 // -> "blk.3.attn_q.weight"), or "" for a name folio has no use for.
 // gemma_norms: post_attention_layernorm is the norm after attention (Gemma,
@@ -74,6 +77,8 @@ std::optional<HfExpertTensor> hf_expert_tensor(std::string_view hf_name);
 // projection are stacked into one [experts, out, in] copy, and lm_head is left
 // out when the config ties it to the embeddings. Quantized weights (FP8,
 // bitsandbytes 4-bit) are widened into float copies (hf_quantization.h).
+// Tensors no generic name maps go to the architecture's hf_tensor (gpt-oss's
+// experts, MXFP4 ones included).
 Weights hf_weights(std::shared_ptr<const HfCheckpoint> checkpoint, const ArchEntry& arch);
 
 }  // namespace folio

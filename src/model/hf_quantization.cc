@@ -34,7 +34,8 @@ namespace {
 
 using Json = nlohmann::json;
 
-constexpr std::string_view kSupported = "fp8, fbgemm_fp8, compressed-tensors (float-quantized) and bitsandbytes (4-bit)";
+constexpr std::string_view kSupported =
+    "fp8, fbgemm_fp8, compressed-tensors (float-quantized), bitsandbytes (4-bit) and mxfp4 (gpt-oss's experts)";
 constexpr std::string_view kQuantStatePrefix = ".quant_state.bitsandbytes__";
 constexpr std::int64_t kMaxBlock = std::int64_t{1} << 24;
 
@@ -365,6 +366,8 @@ HfQuantization HfQuantization::from_config(const HfConfig& config) {
            source);
     if (!qc->value("load_in_4bit", false)) fail("{} of bitsandbytes sets neither load_in_4bit nor load_in_8bit", source);
     q.method = HfQuantMethod::kBitsandbytes4bit;
+  } else if (q.quant_method == "mxfp4") {
+    q.method = HfQuantMethod::kMxfp4;
   } else {
     fail("{}: quant_method \"{}\" is not read; folio reads {}. Dequantize the model (or convert it to GGUF) first",
          source, q.quant_method, kSupported);
@@ -378,6 +381,8 @@ std::string HfQuantization::describe() const {
       return "no quantization";
     case HfQuantMethod::kBitsandbytes4bit:
       return "bitsandbytes 4-bit";
+    case HfQuantMethod::kMxfp4:
+      return "mxfp4";
     case HfQuantMethod::kFp8:
       break;
   }
@@ -393,6 +398,7 @@ std::string HfQuantization::describe() const {
 }
 
 bool is_quantization_tensor(const HfQuantization& q, std::string_view hf_name) {
+  if (q.method == HfQuantMethod::kMxfp4) return hf_name.ends_with("_scales");  // read with its _blocks
   if (q.method == HfQuantMethod::kFp8) {
     for (std::string_view s : kFp8Suffixes)
       if (hf_name.ends_with(s)) return true;

@@ -16,7 +16,9 @@
 
 namespace folio {
 
-enum class HfQuantMethod { kNone, kFp8, kBitsandbytes4bit };
+// kMxfp4: gpt-oss's experts in MXFP4 blocks and scales, which its
+// architecture repacks into GGUF MXFP4 (never widened; arch/gpt_oss_experts.h).
+enum class HfQuantMethod { kNone, kFp8, kBitsandbytes4bit, kMxfp4 };
 // How an FP8 weight's scales tile it.
 enum class Fp8Scales { kPerTensor, kPerChannel, kBlock };
 

@@ -516,8 +516,8 @@ TEST(CpuAttention, ThreadsNeverChangeABit) {
     std::vector<float> a(q.size()), b(q.size());
     Tensor qt(q.data(), DType::F32, {T, heads, hd}), at(a.data(), DType::F32, {T, heads, hd}),
         bt(b.data(), DType::F32, {T, heads, hd});
-    one.attention(qt, cache.device, batch.meta, {0.125f, 0, 0}, at);
-    three.attention(qt, cache.device, batch.meta, {0.125f, 0, 0}, bt);
+    one.attention(qt, cache.device, batch.meta, {0.125f, 0, 0, {}}, at);
+    three.attention(qt, cache.device, batch.meta, {0.125f, 0, 0, {}}, bt);
     EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << type.name();
   }
 }

@@ -18,6 +18,7 @@
 #include <random>
 
 #include "backend/cuda/dequant.cuh"
+#include "backend/cuda/glu_math.cuh"
 #include "backend/cuda/rope_math.cuh"
 #include "backend/reference/reference_backend.h"
 #include "backend/cuda/sampling_math.cuh"
@@ -324,6 +325,55 @@ TEST(CudaMath, RopeItemsGiveTheReferencesBits) {
                                                  << " at " << k;
       }
     }
+  }
+}
+
+// gpt-oss's clamped SwiGLU as the glu kernel computes it gives the
+// reference's bits, inside and past both clamps.
+TEST(CudaMath, ClampedSwigluGivesTheReferencesBits) {
+  std::mt19937 rng(23);
+  std::normal_distribution<float> normal(0.0f, 6.0f);
+  std::vector<float> gate = {-8.0f, -7.0f, 0.0f, 6.99f, 7.0f, 7.01f, 30.0f}, up = {-30.0f, -7.0f, 6.5f, 7.0f, 8.0f, 0.0f, -1.0f};
+  while (gate.size() < 4096) {
+    gate.push_back(normal(rng));
+    up.push_back(normal(rng));
+  }
+  std::vector<float> want(gate.size());
+  const auto n = static_cast<std::int64_t>(gate.size());
+  Tensor g(gate.data(), DType::F32, {n}), u(up.data(), DType::F32, {n}), w(want.data(), DType::F32, {n});
+  ReferenceBackend().glu(g, u, GluActivation::kSwigluClamped, w);
+  for (std::size_t i = 0; i < gate.size(); ++i)
+    ASSERT_EQ(bits(cuda::swiglu_clamped(gate[i], up[i])), bits(want[i])) << gate[i] << ", " << up[i];
+}
+
+// The attention kernel's online softmax (running max, running sum) with a
+// sink folded in after the keys gives the sink's closed form: the weights
+// e^(s - m) / (sum e^(s - m) + e^(sink - m)), within float rounding, for
+// sinks among, far above and far below the scores.
+TEST(CudaMath, FoldingASinkGivesTheClosedFormWeights) {
+  std::mt19937 rng(24);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  for (float sink : {-40.0f, -1.0f, 0.0f, 0.7f, 3.0f, 25.0f}) {
+    std::vector<float> scores(37);
+    for (float& s : scores) s = normal(rng);
+    float running_max = -INFINITY, running_sum = 0.0f, value = 0.0f;  // value: sum p_j * j
+    for (std::size_t j = 0; j < scores.size(); ++j) {
+      const float new_max = std::fmax(running_max, scores[j]);
+      const float correction = std::exp(running_max - new_max), p = std::exp(scores[j] - new_max);
+      running_sum = std::fma(running_sum, correction, p);
+      value = std::fma(value, correction, p * static_cast<float>(j));
+      running_max = new_max;
+    }
+    value *= cuda::fold_sink(sink, running_max, running_sum);
+    double m = sink, denominator = 0.0, numerator = 0.0;
+    for (float s : scores) m = std::max<double>(m, s);
+    for (std::size_t j = 0; j < scores.size(); ++j) {
+      denominator += std::exp(scores[j] - m);
+      numerator += std::exp(scores[j] - m) * static_cast<double>(j);
+    }
+    denominator += std::exp(sink - m);
+    EXPECT_NEAR(value / running_sum, numerator / denominator, 1e-5 * (1.0 + numerator / denominator)) << sink;
+    EXPECT_EQ(running_max, static_cast<float>(m)) << sink;
   }
 }
 

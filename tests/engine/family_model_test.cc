@@ -1,4 +1,5 @@
-// The families of issue 39 on their tiny random-weight checkpoints
+// The families of issues 39 and 40 (gpt-oss, tests/engine/gpt_oss_test.cc
+// has more of it) on their tiny random-weight checkpoints
 // (tests/data/tiny/<family>, scripts/make_family_models.py), each read from
 // both formats and held to that format's reference: the Hugging Face
 // directory to transformers (fp32), the GGUF file llama.cpp's own converter
@@ -59,8 +60,11 @@ struct Agreement {
 };
 
 // folio's logits of every sequence (each run with the context its
-// references ran) against one reference's top-8 and log-sum-exp.
-Agreement compare(Backend& backend, LoadedModel& model, const nlohmann::json& ref, const char* leg) {
+// references ran) against one reference's top-8 and log-sum-exp; a position
+// is decisive when the reference's top-1 beats its top-2 by kDecisive and by
+// min_margin logits.
+Agreement compare(Backend& backend, LoadedModel& model, const nlohmann::json& ref, const char* leg,
+                  double min_margin = 0.0) {
   Agreement a;
   for (const auto& seq : ref["sequences"]) {
     const std::vector<TokenId> ids = seq["token_ids"].get<std::vector<TokenId>>();
@@ -84,7 +88,7 @@ Agreement compare(Backend& backend, LoadedModel& model, const nlohmann::json& re
       }
       ++a.positions;
       const double top = top_logits[0].get<double>(), second = top_logits[1].get<double>();
-      if (top - second > kDecisive * (1.0 + std::abs(top))) {
+      if (top - second > std::max(kDecisive * (1.0 + std::abs(top)), min_margin)) {
         ++a.decisive;
         if (std::max_element(row, row + V) - row == top_ids[0].get<int>()) ++a.decisive_agree;
       }
@@ -114,6 +118,23 @@ TEST_P(FamilyModelTest, GgufFileMatchesLlamaCpp) {
   const auto backend = folio::testing::make_test_backend(0, "f32");
   LoadedModel model = load_model(tiny_dir(GetParam()) + "/model.gguf", *backend);
   ASSERT_NE(model.file, nullptr);
+  if (ref["sequences"][0].contains("transformers_truncated")) {
+    // MXFP4 experts (gpt_oss): llama.cpp multiplies them by activations
+    // rounded to Q8_0 with a binary16 scale, which moves this random model's
+    // log-probabilities far from the exact ones (make_family_models.py
+    // prints how far). The file is held to the exact numbers of what it
+    // says: transformers on the same MXFP4 weights with YaRN's correction
+    // range truncated, as GGUF cannot say otherwise (f32 activations); and
+    // to llama.cpp by MxfpGgufFileMatchesLlamaCpp below.
+    const Agreement a = compare(*backend, model, ref, "transformers_truncated");
+    std::printf("[%s] GGUF file vs transformers (truncated YaRN, the file's numbers): %d positions, top-1 agrees "
+                "at %d of %d decisive, max |logprob diff| %.2e\n",
+                GetParam(), a.positions, a.decisive_agree, a.decisive, a.max_logprob_diff);
+    EXPECT_EQ(a.decisive_agree, a.decisive);
+    EXPECT_GT(a.decisive, a.positions / 2);
+    EXPECT_LE(a.max_logprob_diff, kMaxLogprobDiff);
+    return;
+  }
   const Agreement a = compare(*backend, model, ref, "llama_cpp");
   std::printf("[%s] GGUF file vs llama.cpp: %d positions, top-1 agrees at %d of %d decisive, max |logprob diff| "
               "%.2e\n",
@@ -122,6 +143,33 @@ TEST_P(FamilyModelTest, GgufFileMatchesLlamaCpp) {
   EXPECT_GT(a.decisive, a.positions / 2);
   const bool ggml_gelu = model.config.architecture == "gemma2";  // the GeGLU family here
   EXPECT_LE(a.max_logprob_diff, ggml_gelu ? kMaxLogprobDiffGgmlGelu : kMaxLogprobDiff);
+}
+
+// The MXFP4 GGUF file (gpt_oss) against llama.cpp itself. llama.cpp
+// multiplies MXFP4 weights by activations rounded to Q8_0 (blocks of 32, a
+// binary16 scale); folio's q8 matmuls round them to blocks of 32 too, with an
+// f32 scale. That rounding flips near-tied router choices of this random
+// model (four experts, the first scaled so that the clamp fires), so
+// llama.cpp is itself up to 3.1 from the exact log-probabilities of its file
+// (make_family_models.py measures it) and a bound of 1e-3 cannot hold: the
+// bounds here are kMaxLogprobDiffMxfp4Q8 (measured 0.55) and top-1 equal
+// wherever llama.cpp's top-1 leads by kMxfp4Margin logits (the misses
+// measured lead by under 0.1).
+constexpr double kMaxLogprobDiffMxfp4Q8 = 1.0;
+constexpr double kMxfp4Margin = 0.2;
+
+TEST(FamilyModel, Mxfp4GgufFileMatchesLlamaCpp) {
+  const nlohmann::json ref = load_reference("gpt_oss");
+  const auto backend = folio::testing::make_test_backend(0, "q8");
+  LoadedModel model = load_model(tiny_dir("gpt_oss") + "/model.gguf", *backend);
+  const Agreement a = compare(*backend, model, ref, "llama_cpp", kMxfp4Margin);
+  std::printf("[gpt_oss] GGUF file (q8 matmuls) vs llama.cpp: %d positions, top-1 agrees at %d of %d with a "
+              "margin over %.1f, max |logprob diff| %.2e (llama.cpp vs the exact numbers: %.2f)\n",
+              a.positions, a.decisive_agree, a.decisive, kMxfp4Margin, a.max_logprob_diff,
+              ref["llama_cpp_vs_exact_max_logprob_diff"].get<double>());
+  EXPECT_EQ(a.decisive_agree, a.decisive);
+  EXPECT_GT(a.decisive, a.positions / 3);
+  EXPECT_LE(a.max_logprob_diff, kMaxLogprobDiffMxfp4Q8);
 }
 
 // Granite 4's dense layout (GraniteMoeHybridForCausalLM, every layer
@@ -169,7 +217,7 @@ TEST_P(FamilyModelTest, BothFormatsReadTheSameConfig) {
 
 INSTANTIATE_TEST_SUITE_P(Tiny, FamilyModelTest,
                          ::testing::Values("gemma2", "phi3", "granite", "smollm3", "glm4", "ministral3", "mistral3",
-                                           "olmo2"),
+                                           "olmo2", "gpt_oss", "gpt_oss_bf16"),
                          [](const ::testing::TestParamInfo<const char*>& p) { return std::string(p.param); });
 
 // A family's GGUF file copied with its metadata or tensors changed: `set`

@@ -105,6 +105,8 @@ TEST(CapacityPlanner, KvBytesPerTokenForEveryPresetAndFormat) {
       {"SmolLM3-3B", "f16", 73'728},           // 2 x 36 x 4 x 128 x 2
       {"GLM-4-9B-0414", "f16", 40'960},        // 2 x 40 x 2 x 128 x 2
       {"Ministral-8B", "f16", 147'456},        // 2 x 36 x 8 x 128 x 2
+      {"gpt-oss-20b", "f16", 49'152},          // 2 x 24 x 8 x 64 x 2
+      {"gpt-oss-120b", "f16", 73'728},         // 2 x 36 x 8 x 64 x 2
   };
   for (const Row& r : rows) EXPECT_EQ(kv_bytes_per_token(preset(r.model), kv(r.format)), r.bytes) << r.model << " " << r.format;
 }
@@ -189,6 +191,18 @@ TEST(CapacityPlanner, PresetParameterCountsMatchTheirShapes) {
   EXPECT_EQ(preset("SmolLM3-3B").num_params, family(128256, 2048, 11008, 36, 16, 4, 128, 2, false, true));
   EXPECT_EQ(preset("GLM-4-9B-0414").num_params, family(151552, 4096, 13696, 40, 32, 2, 128, 4, true, false));
   EXPECT_EQ(preset("Ministral-8B").num_params, family(131072, 4096, 12288, 36, 32, 8, 128, 2, false, false));
+  // gpt-oss: hidden 2880, 64 query heads and 8 KV heads of 64, biases on
+  // Q/K/V/O, a sink per head, a router with a bias, experts of 2880 with
+  // biases on gate_up and down, untied embeddings of 201,088 tokens (the
+  // published 20.91B and 116.83B).
+  auto gpt_oss = [](std::int64_t layers, std::int64_t experts) {
+    const std::int64_t hidden = 2880, q = 64 * 64, kv = 8 * 64, ffn = 2880;
+    const std::int64_t attn = 2 * hidden * q + 2 * hidden * kv + (q + 2 * kv + hidden) + 64;  // + biases, sinks
+    const std::int64_t moe = experts * (hidden + 1) + experts * (3 * ffn * hidden + 2 * ffn + hidden);
+    return layers * (attn + moe + 2 * hidden) + 2 * 201088 * hidden + hidden;
+  };
+  EXPECT_EQ(preset("gpt-oss-20b").num_params, gpt_oss(24, 32));
+  EXPECT_EQ(preset("gpt-oss-120b").num_params, gpt_oss(36, 128));
 }
 
 TEST(CapacityPlanner, FindsPresetsLoosely) {

@@ -191,6 +191,20 @@ CONVERSATIONS = {
     "unknown_role": [
         {"role": "narrator", "content": "Meanwhile..."},
     ],
+    # gpt-oss's harmony format: a developer message, the analysis channel in
+    # an assistant message's "thinking", a call with its thinking.
+    "developer_thinking": [
+        {"role": "developer", "content": "Answer in French."},
+        {"role": "user", "content": "What is 2+2?"},
+        {"role": "assistant", "thinking": "Simple sum: 4.", "content": "Quatre."},
+        {"role": "user", "content": "And 3+3?"},
+    ],
+    "tool_call_thinking": [
+        {"role": "system", "content": "Use tools when needed."},
+        {"role": "user", "content": "What's the weather in Paris?"},
+        {"role": "assistant", "thinking": "I should call get_weather.", "content": "", "tool_calls": [TOOL_CALL]},
+        {"role": "tool", "content": "{\"temperature\": 21}", "tool_call_id": "call12345"},
+    ],
     "empty": [],
     # Two calls in one turn and their results, ids of the 9 characters Mistral's templates require.
     "parallel_calls": [
@@ -228,6 +242,9 @@ EXTRAS = {
     "reasoning": {"enable_thinking": False},
     "multi_turn": {"date_string": "01 Jan 2025", "unk_token": "<unk>"},
     "thinking_on": {"enable_thinking": True, "thinking": True},
+    # gpt-oss's system message: reasoning effort, identity, built-in tools.
+    "developer_thinking": {"reasoning_effort": "high", "model_identity": "You are a tiny test model."},
+    "tool_call_thinking": {"reasoning_effort": "low", "builtin_tools": ["browser", "python"]},
 }
 
 CASES = [(t, name, agp) for t in TEMPLATES for name in CONVERSATIONS for agp in (True, False)]
@@ -237,7 +254,8 @@ CASES = [(t, name, agp) for t in TEMPLATES for name in CONVERSATIONS for agp in 
                          ids=[f"{t.stem}-{c}-{'gen' if g else 'nogen'}" for t, c, g in CASES])
 def test_template_matches_jinja2(tool, template, conversation, add_generation_prompt):
     messages = CONVERSATIONS[conversation]
-    tools = [WEATHER_TOOL] if conversation in ("tools", "tool_round_trip", "parallel_calls") else None
+    tools = [WEATHER_TOOL] if conversation in ("tools", "tool_round_trip", "parallel_calls",
+                                               "tool_call_thinking") else None
     extra = EXTRAS.get(conversation, {})
     variables = {"messages": messages, "tools": tools, "documents": None,
                  "add_generation_prompt": add_generation_prompt, "bos_token": BOS, "eos_token": EOS, **extra}

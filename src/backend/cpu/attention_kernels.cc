@@ -305,10 +305,14 @@ void partition(const PartitionArgs& a) {
 }
 
 // out[0, vd) = sum_p e^(m_p - M) acc_p / sum_p e^(m_p - M) l_p over the
-// partials of one head, in partition order.
-void merge(const float* first, std::int64_t count, std::int64_t stride, std::int64_t vd, float* out) {
+// partials of one head, in partition order. An attention sink is one more
+// partial after them, with m = the sink, l = 1 and no value: it joins M and
+// the denominator only.
+void merge(const float* first, std::int64_t count, std::int64_t stride, std::int64_t vd, const float* sink,
+           float* out) {
   float m = kNegInf;
   for (std::int64_t p = 0; p < count; ++p) m = std::max(m, first[p * stride]);
+  if (sink != nullptr) m = std::max(m, *sink);
   std::fill(out, out + vd, 0.0f);
   if (m == kNegInf) return;  // nothing visible (cannot happen for a causal query)
   float l = 0.0f;
@@ -319,6 +323,11 @@ void merge(const float* first, std::int64_t count, std::int64_t stride, std::int
     const float weight = part[0] == kNegInf ? 0.0f : w[0];
     l += weight * part[1];
     axpby(out, 1.0f, weight, part + 2, vd);
+  }
+  if (sink != nullptr) {
+    alignas(32) float w[8] = {*sink - m};
+    _mm256_store_ps(w, simd::exp(_mm256_load_ps(w)));
+    l += w[0];
   }
   const float inv = 1.0f / l;
   for (std::int64_t d = 0; d < vd; ++d) out[d] *= inv;
@@ -426,12 +435,14 @@ void CpuAttention::run(ThreadPool& pool, const Tensor& q, const PagedKv& kv, con
       if (a.num_queries > 0) partition(a);
     }
   });
-  // Merge each head's partitions, in order.
+  // Merge each head's partitions, in order, and its sink.
+  const float* sinks = params.sinks.data != nullptr ? params.sinks.as<const float>() : nullptr;
   pool.parallel_for(T * heads, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t i = begin; i < end; ++i) {
       const std::int64_t t = i / heads, h = i % heads, g = h / G;
       const std::int64_t parts = positions[t] / kAttentionPartition + 1;
-      merge(partial_of(t, g, 0) + (h % G) * stride, parts, G * stride, vd, out.as<float>() + (t * heads + h) * vd);
+      merge(partial_of(t, g, 0) + (h % G) * stride, parts, G * stride, vd, sinks != nullptr ? sinks + h : nullptr,
+            out.as<float>() + (t * heads + h) * vd);
     }
   });
 }

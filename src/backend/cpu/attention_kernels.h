@@ -2,7 +2,7 @@
 // softmax (flash style). A query's context is cut into partitions of
 // kAttentionPartition positions at fixed absolute offsets; each partition is
 // reduced on its own (so a long-context decode spreads over threads) and the
-// partitions are merged in order. The float operations a query sees depend
+// partitions are merged in order, an attention sink (gpt-oss) last. The float operations a query sees depend
 // only on its position and the cached K/V - never on the batch, the chunking
 // of a prefill or the thread count (docs/architecture.md rule 5). Grouped-query heads
 // share their K and V loads: one pass over a block serves every query head

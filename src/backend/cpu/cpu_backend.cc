@@ -110,7 +110,7 @@ void CpuBackend::glu_matmul(const Tensor& w, Tensor& gate, const Tensor& up, Glu
 
 void CpuBackend::attention(const Tensor& q, const PagedKv& kv, const AttentionMetadata& meta,
                            const AttentionParams& params, Tensor& out) {
-  op_checks::attention(q, kv, meta, out, DType::F32);
+  op_checks::attention(q, kv, meta, params, out, DType::F32);
   if (features_.avx2) return attention_.run(pool_, q, kv, meta, params, out);
   const std::int64_t items = q.shape[0] * q.shape[1];
   pool_.run_chunks(std::min<std::int64_t>(items, pool_.size() * ThreadPool::kChunksPerThread), [&](std::int64_t c, int t) {
@@ -119,13 +119,15 @@ void CpuBackend::attention(const Tensor& q, const PagedKv& kv, const AttentionMe
   });
 }
 
-void CpuBackend::expert_matmul(const Tensor& w, const Tensor& x, const Tensor& offsets, Tensor& y) {
-  op_checks::expert_matmul(w, x, offsets, y, DType::F32);
+void CpuBackend::expert_matmul(const Tensor& w, const Tensor& x, const Tensor& offsets, Tensor& y,
+                               const Tensor* bias) {
+  op_checks::expert_matmul(w, x, offsets, y, bias, DType::F32);
   for (std::int64_t e = 0; e < w.shape[0]; ++e) {
     const auto [begin, end] = reference::expert_rows(offsets, e, x.rows());
     if (begin == end) continue;
     Tensor ye = y.rows_view(begin, end - begin);
-    matmul_.run(pool_, expert_weight(w, e), x.rows_view(begin, end - begin), ye, nullptr);
+    const Tensor be = bias != nullptr ? expert_bias(*bias, e) : Tensor();
+    matmul_.run(pool_, expert_weight(w, e), x.rows_view(begin, end - begin), ye, bias != nullptr ? &be : nullptr);
   }
 }
 

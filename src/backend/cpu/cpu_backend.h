@@ -59,7 +59,7 @@ class CpuBackend final : public Backend {
   void moe_route(const Tensor& router_logits, bool normalize, Tensor& ids, Tensor& weights) override;
   void moe_group(const Tensor& ids, Tensor& offsets, Tensor& row_tokens, Tensor& assignment_rows) override;
   // One threaded matmul per expert that has rows.
-  void expert_matmul(const Tensor& w, const Tensor& x, const Tensor& offsets, Tensor& y) override;
+  void expert_matmul(const Tensor& w, const Tensor& x, const Tensor& offsets, Tensor& y, const Tensor* bias) override;
   void moe_combine(const Tensor& y, const Tensor& assignment_rows, const Tensor& weights, Tensor& out) override;
   void add_sigmoid_gated(Tensor& x, const Tensor& y, const Tensor& gate) override;
   // The reference's rows, split over threads (one RowSampler each).

@@ -72,6 +72,16 @@ inline __m256 gelu_tanh(__m256 g) {
   return _mm256_mul_ps(_mm256_mul_ps(half, g), _mm256_add_ps(one, t));
 }
 
+// gpt-oss's clamped SwiGLU, the reference's operations lane by lane:
+// g = min(g, limit), u = clamp(u, -limit, limit) + 1, g / (1 + e^(-alpha g)) * u.
+inline __m256 swiglu_clamped(__m256 g, __m256 u) {
+  const __m256 one = _mm256_set1_ps(1.0f), limit = _mm256_set1_ps(kSwigluClampedLimit);
+  g = _mm256_min_ps(g, limit);
+  u = _mm256_add_ps(_mm256_min_ps(_mm256_max_ps(u, _mm256_set1_ps(-kSwigluClampedLimit)), limit), one);
+  const __m256 e = simd::exp(_mm256_mul_ps(_mm256_set1_ps(-kSwigluClampedAlpha), g));
+  return _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, e)), u);
+}
+
 }  // namespace
 
 void rms_norm(ThreadPool& pool, const Tensor& x, const Tensor& w, float eps, Tensor& out) {
@@ -135,6 +145,7 @@ void rope(ThreadPool& pool, Tensor& x, const Tensor& positions, const RopeTable&
 
 // act(g) * u of 8 lanes, each lane on its own.
 inline __m256 glu8(__m256 g, __m256 u, GluActivation act) {
+  if (act == GluActivation::kSwigluClamped) return swiglu_clamped(g, u);
   return _mm256_mul_ps(act == GluActivation::kSilu ? silu(g) : gelu_tanh(g), u);
 }
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/glu_math.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch_check.h"
 #include "tensor/kv_dtype.h"
@@ -98,6 +99,11 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock) attention_kernel(Attentio
       if (d < vd) o[c] = fmaf(o[c], correction, __fmul_rn(p, kv_number(a.v, row, d)));
     }
     running_max = new_max;
+  }
+  if (a.sinks != nullptr) {  // the sink after the keys: it joins the max and the sum, and weighs no value
+    const float correction = fold_sink(a.sinks[h], running_max, running_sum);
+#pragma unroll
+    for (int c = 0; c < kMaxChunks; ++c) o[c] = __fmul_rn(o[c], correction);
   }
 #pragma unroll
   for (int c = 0; c < kMaxChunks; ++c) {

@@ -7,6 +7,7 @@
 
 #include "backend/cuda/cublas_gemm.h"
 #include "backend/cuda/device_status.h"
+#include "backend/cuda/glu_math.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/op_checks.h"
 #include "core/error.h"
@@ -16,6 +17,11 @@ namespace {
 
 using cuda::kActBf16;
 using cuda::kActF32;
+
+static_assert(static_cast<int>(GluActivation::kSilu) == cuda::kGluSilu &&
+              static_cast<int>(GluActivation::kGeluTanh) == cuda::kGluGeluTanh &&
+              static_cast<int>(GluActivation::kSwigluClamped) == cuda::kGluSwigluClamped);
+static_assert(kSwigluClampedAlpha == cuda::kSwigluAlpha && kSwigluClampedLimit == cuda::kSwigluLimit);
 
 void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) fail("CUDA {} failed: {} ({})", what, cudaGetErrorString(e), cudaGetErrorName(e));
@@ -329,7 +335,7 @@ void CudaBackend::glu(const Tensor& gate, const Tensor& up, GluActivation act, T
   op_checks::same_shape(gate, up, act_, "glu");
   op_checks::same_shape(gate, out, act_, "glu");
   cuda::launch_glu(on_device(gate, "glu gate").data, on_device(up, "glu up").data, on_device(out, "glu out").data,
-                   kind_of(gate), gate.numel(), act == GluActivation::kGeluTanh, stream_);
+                   kind_of(gate), gate.numel(), static_cast<int>(act), stream_);
 }
 
 void CudaBackend::add(Tensor& x, const Tensor& y) {
@@ -371,7 +377,7 @@ void CudaBackend::write_kv(const Tensor& k, const Tensor& v, const Tensor& slot_
 void CudaBackend::attention(const Tensor& q, const PagedKv& kv, const AttentionMetadata& meta,
                             const AttentionParams& params, Tensor& out) {
   bind();
-  op_checks::attention(q, kv, meta, out, act_);
+  op_checks::attention(q, kv, meta, params, out, act_);
   if (kv.head_dim() > cuda::kMaxAttentionHeadDim || kv.value_head_dim() > cuda::kMaxAttentionHeadDim)
     fail("cuda backend: attention holds heads of up to {} numbers, not {} (K) and {} (V)", cuda::kMaxAttentionHeadDim,
          kv.head_dim(), kv.value_head_dim());
@@ -398,6 +404,7 @@ void CudaBackend::attention(const Tensor& q, const PagedKv& kv, const AttentionM
   a.scale = params.scale;
   a.window = params.sliding_window;
   a.softcap = params.softcap;
+  if (params.sinks.data != nullptr) a.sinks = static_cast<const float*>(on_device(params.sinks, "attention sinks").data);
   a.status = status_->device();
   cuda::launch_attention(a, stream_);
 }
@@ -452,9 +459,10 @@ void CudaBackend::moe_group(const Tensor& ids, Tensor& offsets, Tensor& row_toke
                          status_->device(), stream_);
 }
 
-void CudaBackend::expert_matmul(const Tensor& w, const Tensor& x, const Tensor& offsets, Tensor& y) {
+void CudaBackend::expert_matmul(const Tensor& w, const Tensor& x, const Tensor& offsets, Tensor& y,
+                                const Tensor* bias) {
   bind();
-  op_checks::expert_matmul(w, x, offsets, y, act_);
+  op_checks::expert_matmul(w, x, offsets, y, bias, act_);
   check_weight_type(w, "expert_matmul");
   const auto* off = ints<std::int32_t>(offsets, "expert_matmul offsets");
   cuda::launch_check_expert_offsets(off, w.shape[0], x.rows(), status_->device(), stream_);
@@ -472,6 +480,7 @@ void CudaBackend::expert_matmul(const Tensor& w, const Tensor& x, const Tensor& 
   a.y_stride = y.cols();
   a.offsets = off;
   a.num_experts = w.shape[0];
+  if (bias != nullptr) a.bias = static_cast<const float*>(on_device(*bias, "expert_matmul bias").data);
   a.status = status_->device();
   cuda::launch_matmul(a, stream_);
 }

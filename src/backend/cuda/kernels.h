@@ -29,7 +29,7 @@ struct MatmulLaunch {
   void* y = nullptr;  // [n, y_stride], columns [0, m) written
   int y_kind = kActF32;
   std::int64_t y_stride = 0;
-  const float* bias = nullptr;            // [m] or null
+  const float* bias = nullptr;            // [m] (with offsets [num_experts, m]) or null
   const std::int32_t* offsets = nullptr;  // [num_experts + 1] or null
   std::int64_t num_experts = 0;
   DeviceStatus* status = nullptr;
@@ -64,8 +64,9 @@ void launch_rms_norm(const void* x, const float* w, float eps, void* out, int ki
 void launch_rope(void* x, int kind, const std::int32_t* positions, const float* inv_freq, std::int64_t tokens,
                  std::int64_t heads, std::int64_t head_dim, int dim, bool neox, float attention_factor,
                  RopeTemperature temperature, cudaStream_t stream);
-// out = act(gate) * up; gelu: the tanh form.
-void launch_glu(const void* gate, const void* up, void* out, int kind, std::int64_t n, bool gelu, cudaStream_t stream);
+// out = act(gate) * up; act: a GluActivation as int (silu, the tanh GELU,
+// gpt-oss's clamped SwiGLU).
+void launch_glu(const void* gate, const void* up, void* out, int kind, std::int64_t n, int act, cudaStream_t stream);
 void launch_add(void* x, const void* y, int kind, std::int64_t n, cudaStream_t stream);
 void launch_scale(void* x, int kind, std::int64_t n, float s, cudaStream_t stream);
 // logits: n f32, x = x * scale, then softcap * tanh(x / softcap) when softcap > 0.
@@ -78,7 +79,7 @@ void launch_add_sigmoid_gated(void* x, const void* y, const void* gate, int kind
                               cudaStream_t stream);
 
 // Paged attention: one warp per (token, head), keys in order with an online
-// softmax; GQA, sliding window, soft-capping, every KV type.
+// softmax; GQA, sliding window, soft-capping, attention sinks, every KV type.
 struct AttentionLaunch {
   const void* q = nullptr;  // [num_tokens, heads, head_dim]
   void* out = nullptr;      // [num_tokens, heads, value_head_dim]
@@ -94,6 +95,7 @@ struct AttentionLaunch {
   float scale = 1.0f;
   std::int64_t window = 0;
   float softcap = 0.0f;
+  const float* sinks = nullptr;  // [heads] or null
   DeviceStatus* status = nullptr;
 };
 // Head sizes the kernel holds in registers.

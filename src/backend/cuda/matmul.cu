@@ -88,7 +88,7 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock) matmul_kernel(MatmulLaunch
     if (t >= nt) break;
     float total = warp_sum(acc[t]);
     if (lane == t) {
-      if (a.bias != nullptr) total = __fadd_rn(total, a.bias[o]);
+      if (a.bias != nullptr) total = __fadd_rn(total, a.bias[expert * a.m + o]);
       store_act(a.y, (t0 + t) * a.y_stride + o, a.y_kind, total);
     }
   }

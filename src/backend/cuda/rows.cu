@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/glu_math.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch_check.h"
 #include "backend/cuda/rope_math.cuh"
@@ -80,12 +81,17 @@ __device__ __forceinline__ float gelu_tanh(float g) {
   return __fmul_rn(__fmul_rn(0.5f, g), __fadd_rn(1.0f, tanhf(inner)));
 }
 
-__global__ void glu_kernel(const void* gate, const void* up, void* out, int kind, std::int64_t n, bool gelu) {
+__global__ void glu_kernel(const void* gate, const void* up, void* out, int kind, std::int64_t n, int act) {
   const std::int64_t i = global_index();
   if (i >= n) return;
-  const float g = load_act(gate, i, kind);
-  const float a = gelu ? gelu_tanh(g) : silu(g);
-  store_act(out, i, kind, __fmul_rn(a, load_act(up, i, kind)));
+  const float g = load_act(gate, i, kind), u = load_act(up, i, kind);
+  float v = 0.0f;
+  switch (act) {
+    case kGluSilu: v = __fmul_rn(silu(g), u); break;
+    case kGluGeluTanh: v = __fmul_rn(gelu_tanh(g), u); break;
+    case kGluSwigluClamped: v = swiglu_clamped(g, u); break;
+  }
+  store_act(out, i, kind, v);
 }
 
 __global__ void add_kernel(void* x, const void* y, int kind, std::int64_t n) {
@@ -158,9 +164,9 @@ void launch_rope(void* x, int kind, const std::int32_t* positions, const float* 
   check_launch("rope");
 }
 
-void launch_glu(const void* gate, const void* up, void* out, int kind, std::int64_t n, bool gelu, cudaStream_t stream) {
+void launch_glu(const void* gate, const void* up, void* out, int kind, std::int64_t n, int act, cudaStream_t stream) {
   if (n == 0) return;
-  glu_kernel<<<blocks_for(n), kThreads, 0, stream>>>(gate, up, out, kind, n, gelu);
+  glu_kernel<<<blocks_for(n), kThreads, 0, stream>>>(gate, up, out, kind, n, act);
   check_launch("glu");
 }
 

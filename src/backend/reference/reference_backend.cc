@@ -98,11 +98,15 @@ void attention_items(const Tensor& q, const PagedKv& kv, const AttentionMetadata
       scores[j - first] = dot;
       max_score = std::max(max_score, dot);
     }
+    // A sink joins the maximum and, after the scores, the denominator.
+    const float sink = params.sinks.data != nullptr ? params.sinks.as<const float>()[h] : 0.0f;
+    if (params.sinks.data != nullptr) max_score = std::max(max_score, sink);
     float sum = 0.0f;
     for (auto& sc : scores) {
       sc = std::exp(sc - max_score);
       sum += sc;
     }
+    if (params.sinks.data != nullptr) sum += std::exp(sink - max_score);
     float* o = out.as<float>() + (t * heads + h) * vd;
     for (std::int64_t d = 0; d < vd; ++d) o[d] = 0.0f;
     for (std::int64_t j = first; j <= pos; ++j) {
@@ -266,15 +270,20 @@ void ReferenceBackend::glu(const Tensor& gate, const Tensor& up, GluActivation a
   AsF32 gf(gate), uf(up), of(out);
   for (std::int64_t i = 0; i < gate.numel(); ++i) {
     float g = gf->as<const float>()[i];
+    float u = uf->as<const float>()[i];
     float a;
     if (act == GluActivation::kSilu) {
       a = g / (1.0f + std::exp(-g));
+    } else if (act == GluActivation::kSwigluClamped) {
+      g = std::min(g, kSwigluClampedLimit);
+      u = std::clamp(u, -kSwigluClampedLimit, kSwigluClampedLimit) + 1.0f;
+      a = g / (1.0f + std::exp(-kSwigluClampedAlpha * g));
     } else {
       // GELU, tanh approximation.
       constexpr float kSqrt2OverPi = 0.7978845608028654f;
       a = 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * (g + 0.044715f * g * g * g)));
     }
-    of->as<float>()[i] = a * uf->as<const float>()[i];
+    of->as<float>()[i] = a * u;
   }
   of.store();
 }
@@ -322,7 +331,7 @@ void ReferenceBackend::write_kv(const Tensor& k, const Tensor& v, const Tensor& 
 
 void ReferenceBackend::attention(const Tensor& q, const PagedKv& kv, const AttentionMetadata& meta,
                                  const AttentionParams& params, Tensor& out) {
-  op_checks::attention(q, kv, meta, out, act_);
+  op_checks::attention(q, kv, meta, params, out, act_);
   AsF32 qf(q), of(out);
   std::vector<float> scratch;
   reference::attention_items(*qf, kv, meta, params, *of, 0, q.shape[0] * q.shape[1], scratch);
@@ -399,8 +408,9 @@ void ReferenceBackend::moe_group(const Tensor& ids, Tensor& offsets, Tensor& row
   }
 }
 
-void ReferenceBackend::expert_matmul(const Tensor& w, const Tensor& x, const Tensor& offsets, Tensor& y) {
-  op_checks::expert_matmul(w, x, offsets, y, act_);
+void ReferenceBackend::expert_matmul(const Tensor& w, const Tensor& x, const Tensor& offsets, Tensor& y,
+                                     const Tensor* bias) {
+  op_checks::expert_matmul(w, x, offsets, y, bias, act_);
   AsF32 xf(x), yf(y);
   std::vector<float> scratch;
   for (std::int64_t e = 0; e < w.shape[0]; ++e) {
@@ -408,7 +418,8 @@ void ReferenceBackend::expert_matmul(const Tensor& w, const Tensor& x, const Ten
     if (begin == end) continue;
     Tensor xe = xf->rows_view(begin, end - begin), ye = yf->rows_view(begin, end - begin);
     const Tensor we = expert_weight(w, e);
-    reference::matmul_rows(we, xe, ye, nullptr, 0, we.rows(), scratch);
+    const Tensor be = bias != nullptr ? expert_bias(*bias, e) : Tensor();
+    reference::matmul_rows(we, xe, ye, bias != nullptr ? &be : nullptr, 0, we.rows(), scratch);
   }
   yf.store();
 }

@@ -32,6 +32,7 @@ DecoderModel::DecoderModel(ModelConfig config, DecoderFeatures features, const W
     layer.bq = w.get_optional(n("attn_q.bias"), {q_dim});
     layer.bk = w.get_optional(n("attn_k.bias"), {kv_dim});
     layer.bv = w.get_optional(n("attn_v.bias"), {v_dim});
+    layer.bo = w.get_optional(n("attn_output.bias"), {H});
     if (features_.qk_norm) {
       layer.q_norm = &w.get(n("attn_q_norm.weight"), {features_.qk_norm_whole ? q_dim : c.head_dim});
       layer.k_norm = &w.get(n("attn_k_norm.weight"), {features_.qk_norm_whole ? kv_dim : c.head_dim});
@@ -47,6 +48,10 @@ DecoderModel::DecoderModel(ModelConfig config, DecoderFeatures features, const W
       layer.gate_exps = &w.get(n("ffn_gate_exps.weight"), {E, Fe, H});
       layer.up_exps = &w.get(n("ffn_up_exps.weight"), {E, Fe, H});
       layer.down_exps = &w.get(n("ffn_down_exps.weight"), {E, H, Fe});
+      layer.router_bias = w.get_optional(n("ffn_gate_inp.bias"), {E});
+      layer.gate_exps_bias = w.get_optional(n("ffn_gate_exps.bias"), {E, Fe});
+      layer.up_exps_bias = w.get_optional(n("ffn_up_exps.bias"), {E, Fe});
+      layer.down_exps_bias = w.get_optional(n("ffn_down_exps.bias"), {E, H});
       if (Fs > 0) {
         layer.w_gate = &w.get(n("ffn_gate_shexp.weight"), {Fs, H});
         layer.w_up = &w.get(n("ffn_up_shexp.weight"), {Fs, H});
@@ -65,6 +70,7 @@ DecoderModel::DecoderModel(ModelConfig config, DecoderFeatures features, const W
                                                       : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
     layer.attention.softcap = c.attention_softcap;
     layer.attention.sliding_window = c.sliding_window.empty() ? 0 : c.sliding_window[l];
+    if (features_.attention_sinks) layer.attention.sinks = w.get(n("attn_sinks.weight"), {c.num_heads});
     layers_.push_back(layer);
   }
   // The rotary tables on the device: the config's; LongRoPE's long-context
@@ -159,7 +165,7 @@ void DecoderModel::forward(const ForwardBatch& batch, std::vector<PagedKv>& kv, 
     be.write_kv(k3, v.reshaped({T, kv_heads, vd}), batch.meta.slot_mapping, kv[l]);
     Tensor attn3 = attn.reshaped({T, heads, vd});
     be.attention(q3, kv[l], batch.meta, layer.attention, attn3);
-    be.matmul(*layer.wo, attn, out, nullptr);
+    be.matmul(*layer.wo, attn, out, layer.bo);
     if (features_.sandwich_norms) be.rms_norm(out, *layer.post_attn_norm, c.rms_norm_eps, out);
     if (c.residual_scale != 1.0f) be.scale(out, c.residual_scale);
     be.add(x, out);
@@ -208,14 +214,14 @@ void DecoderModel::moe_ffn(const Layer& layer, const Tensor& h, const Workspace&
   Tensor us = ws.act(11, N, Fe);                           // [T * k, expert_ffn]
   Tensor ys = ws.act(9, N, H);                             // [T * k, hidden] outputs (xs's slot, read by then)
 
-  be.matmul(*layer.router, h, router_logits, nullptr);
+  be.matmul(*layer.router, h, router_logits, layer.router_bias);
   be.moe_route(router_logits, c.expert_weights_norm, ids, weights);
   be.moe_group(ids, offsets, row_tokens, assignment_rows);
   be.gather_rows(h, row_tokens, xs);
-  be.expert_matmul(*layer.gate_exps, xs, offsets, gs);
-  be.expert_matmul(*layer.up_exps, xs, offsets, us);
+  be.expert_matmul(*layer.gate_exps, xs, offsets, gs, layer.gate_exps_bias);
+  be.expert_matmul(*layer.up_exps, xs, offsets, us, layer.up_exps_bias);
   be.glu(gs, us, features_.activation, gs);
-  be.expert_matmul(*layer.down_exps, gs, offsets, ys);
+  be.expert_matmul(*layer.down_exps, gs, offsets, ys, layer.down_exps_bias);
   be.moe_combine(ys, assignment_rows, weights, out);
 
   if (layer.shared_gate == nullptr) return;

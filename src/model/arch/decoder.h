@@ -5,9 +5,11 @@
 // that rotate nothing, sliding windows, soft-caps, the multipliers on the
 // embeddings, block outputs and logits); the math is written here once.
 // When the config has experts, each FFN is a mixture of experts (Mixtral,
-// Qwen2/3-MoE): a router, the top-k of num_experts SwiGLU experts per token,
-// grouped by expert so that each expert's weights are read once per step,
-// and an optional shared expert behind a sigmoid gate.
+// Qwen2/3-MoE, gpt-oss): a router, the top-k of num_experts gated experts per
+// token, grouped by expert so that each expert's weights are read once per
+// step, and an optional shared expert behind a sigmoid gate. Biases (the
+// output projection's, the router's, the experts') and attention sinks are
+// read where the file has them.
 #pragma once
 
 #include <vector>
@@ -28,6 +30,7 @@ struct DecoderFeatures {
   // RoPE base of the sliding-window layers, unscaled (gemma3: 10,000); 0: the
   // config's RoPE everywhere.
   float sliding_window_rope_base = 0.0f;
+  bool attention_sinks = false;     // a learned logit per head in the softmax (gpt-oss)
 };
 
 class DecoderModel : public Model {
@@ -52,6 +55,7 @@ class DecoderModel : public Model {
     const Tensor* bq;  // optional biases
     const Tensor* bk;
     const Tensor* bv;
+    const Tensor* bo;
     const Tensor* q_norm;  // optional per-head norms
     const Tensor* k_norm;
     const Tensor* post_attn_norm;
@@ -63,6 +67,10 @@ class DecoderModel : public Model {
     const Tensor* gate_exps;    // MoE: [experts, expert_ffn, hidden]
     const Tensor* up_exps;      // MoE: [experts, expert_ffn, hidden]
     const Tensor* down_exps;    // MoE: [experts, hidden, expert_ffn]
+    const Tensor* router_bias;  // optional MoE biases: [experts]
+    const Tensor* gate_exps_bias;  // [experts, expert_ffn]
+    const Tensor* up_exps_bias;    // [experts, expert_ffn]
+    const Tensor* down_exps_bias;  // [experts, hidden]
     const Tensor* shared_gate;  // MoE with a shared expert: [1, hidden] (or [hidden])
     const Tensor* post_ffn_norm;
     // [0]: the config's tables; [1]: LongRoPE's long-context ones (the same

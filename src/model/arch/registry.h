@@ -14,7 +14,9 @@
 
 namespace folio {
 
+class HfCheckpoint;
 class HfConfig;
+struct SafetensorsTensor;
 
 struct ArchEntry {
   std::string_view name;
@@ -39,6 +41,10 @@ struct ArchEntry {
   // The family's name for people ("Gemma 2", "Phi-3 / Phi-4-mini"), shown by
   // folio inspect; empty: the architecture name says it.
   std::string_view family = {};
+  // Takes a checkpoint tensor that no generic name maps into `weights`, in
+  // folio's layout (gpt-oss's fused, transposed and MXFP4 experts); false
+  // for a tensor it does not know either.
+  bool (*hf_tensor)(Weights& weights, const HfCheckpoint& checkpoint, const SafetensorsTensor& tensor) = nullptr;
   // A vision-language class whose language model this architecture is
   // (Mistral3ForConditionalGeneration): its text_config and language-model
   // tensors are read, the vision tower and projector left out.
@@ -62,6 +68,7 @@ extern const ArchEntry kMinistral3Arch;
 extern const ArchEntry kMistralArch;
 extern const ArchEntry kOlmo2Arch;
 extern const ArchEntry kGranite4Arch;
+extern const ArchEntry kGptOssArch;
 
 // What the SwiGLU architectures check of a config.json: hidden_act silu
 // (`arch` names the architecture in the error).

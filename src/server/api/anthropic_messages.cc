@@ -57,7 +57,7 @@ void read_message(const Json& m, std::size_t i, std::vector<ChatMessage>& out) {
   }
   if (!content->is_array())
     bad_request("messages", fmt::format("{}.content must be a string or content blocks", where));
-  std::string text;
+  std::string text, thinking;
   Json calls = Json::array();
   for (std::size_t j = 0; j < content->size(); ++j) {
     const Json& b = (*content)[j];
@@ -88,8 +88,15 @@ void read_message(const Json& m, std::size_t i, std::vector<ChatMessage>& out) {
       ChatMessage tool{"tool", std::move(result_text)};
       tool.fields["tool_call_id"] = *id;
       out.push_back(std::move(tool));
+    } else if (type == "thinking" && role == "assistant") {
+      // Earlier thinking: the reasoning of this turn (gpt-oss's template
+      // keeps that of a turn that called a tool).
+      const Json* t = field_of(b, "thinking");
+      if (t == nullptr || !t->is_string())
+        bad_request("messages", fmt::format("{}: a thinking block needs a string thinking", at));
+      thinking += t->get<std::string>();
     } else if (type == "thinking" || type == "redacted_thinking") {
-      // Earlier thinking: templates drop it from the history, and so do we.
+      // Encrypted (redacted) thinking means nothing here; dropped.
     } else {
       bad_request("messages",
                   fmt::format("{}: content blocks of type \"{}\" are not supported{}", at, printable(type, 64),
@@ -100,9 +107,11 @@ void read_message(const Json& m, std::size_t i, std::vector<ChatMessage>& out) {
     ChatMessage assistant{"assistant", text};
     assistant.content_null = text.empty();
     assistant.fields["tool_calls"] = std::move(calls);
+    if (!thinking.empty()) assistant.reasoning = std::move(thinking);
     out.push_back(std::move(assistant));
   } else if (!text.empty() || role == "assistant") {
     out.push_back({role, std::move(text)});
+    if (!thinking.empty()) out.back().reasoning = std::move(thinking);
   }
 }
 

@@ -90,6 +90,19 @@ GenerationJob make_chat_job(ChatRequest r, const ModelContext& model) {
   job.logprobs = r.logprobs;
   job.tools = r.tools;
   job.tool_format = model.tool_format;
+  if (model.tool_format == ToolFormat::kHarmony) {
+    // The channels and calls are told apart by control tokens, so they stay
+    // in the text for HarmonyParser, which keeps them out of every answer.
+    job.harmony = true;
+    job.params.skip_special_tokens = false;
+    // The harmony template reads every assistant content as a string; a
+    // call's null content (what OpenAI clients send back) is the empty one.
+    for (ChatMessage& m : r.messages) m.content_null = false;
+    if (job.tools && job.tools->choice != ToolRequest::Choice::kAuto && job.tools->choice != ToolRequest::Choice::kNone)
+      bad_request("tool_choice",
+                  "this model writes tool calls in the harmony format, which folio does not constrain yet: use "
+                  "tool_choice \"auto\" (or \"none\")");
+  }
   // The tags that open calls are control tokens in most families' vocabularies
   // ([TOOL_CALLS], <|tool_call|>, <|python_tag|>), as are Mistral's [THINK]
   // tags; the output is read with them (the generic format's tags are folio's
@@ -98,7 +111,7 @@ GenerationJob make_chat_job(ChatRequest r, const ModelContext& model) {
       (model.reasoning && template_thinks_in_control_tokens(model.chat_template->source())))
     job.params.skip_special_tokens = false;
   job.prompts.push_back(encode_conversation(r, model, /*add_special_tokens=*/false));
-  job.reasoning = model.reasoning;
+  job.reasoning = model.reasoning && !job.harmony;
   if (job.reasoning) {
     // The prompt's last tokens say whether the template opened <think> for the model.
     const std::vector<TokenId>& p = job.prompts[0];

@@ -53,6 +53,7 @@ nlohmann::ordered_json messages_json(const std::vector<ChatMessage>& messages, c
     message["content"] = m.content_null ? nlohmann::ordered_json(nullptr)
                                         : nlohmann::ordered_json(markers ? wrap(m.content, *markers) : m.content);
     for (const auto& [key, value] : m.fields.items()) message[key] = value;
+    if (m.reasoning) message["thinking"] = markers ? wrap(*m.reasoning, *markers) : *m.reasoning;
     out.push_back(std::move(message));
   }
   return out;

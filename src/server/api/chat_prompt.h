@@ -13,6 +13,7 @@
 // special-token text is refused rather than guessed at.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,10 @@ struct ChatMessage {
   // tool_calls (arguments as objects, as HF templates print them), a tool
   // message's tool_call_id and name.
   nlohmann::ordered_json fields = nlohmann::ordered_json::object();
+  // An assistant's earlier reasoning (its reasoning_content), given to the
+  // template as `thinking`, gpt-oss's name for it (its template keeps the
+  // reasoning of a turn that called a tool); kept literal as content is.
+  std::optional<std::string> reasoning = std::nullopt;
 };
 
 // allow_special: the old reading (--allow-special-in-messages), where the

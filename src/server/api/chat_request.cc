@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <limits>
 
 #include "server/api/api_error.h"
@@ -87,6 +88,11 @@ ChatMessage read_chat_message(const Json& m, std::size_t i) {
                                         printable(message.role, 64)));
   message.content = message_content(m, where);
   if (message.role == "assistant") {
+    if (const Json* reasoning = field_of(m, "reasoning_content"); reasoning != nullptr && !reasoning->is_null()) {
+      if (!reasoning->is_string())
+        bad_request("messages", fmt::format("{}.reasoning_content must be a string", where));
+      message.reasoning = reasoning->get<std::string>();
+    }
     if (const Json* calls = field_of(m, "tool_calls"); calls != nullptr && !calls->empty()) {
       message.fields["tool_calls"] = read_tool_calls(*calls, where);
       message.content_null = field_of(m, "content") == nullptr;
@@ -117,6 +123,17 @@ std::optional<Json> read_template_kwargs(const Json& body) {
   return *kwargs;
 }
 
+void apply_reasoning_effort(const Json* effort, const char* param, std::optional<Json>& template_kwargs) {
+  if (effort == nullptr || effort->is_null()) return;
+  const bool known = effort->is_string() && std::find(kReasoningEfforts.begin(), kReasoningEfforts.end(),
+                                                      effort->get<std::string>()) != kReasoningEfforts.end();
+  if (!known)
+    bad_request(param, fmt::format("{} must be one of \"none\", \"minimal\", \"low\", \"medium\" or \"high\", not {}",
+                                   param, describe(*effort)));
+  if (!template_kwargs) template_kwargs = Json::object();
+  if (!template_kwargs->contains("reasoning_effort")) (*template_kwargs)["reasoning_effort"] = *effort;
+}
+
 void read_conversation(const Json& body, ChatRequest& r) {
   const Json* list = field_of(body, "messages");
   if (list == nullptr) bad_request("messages", "messages is required: an array of {role, content}");
@@ -134,6 +151,7 @@ void read_conversation(const Json& body, ChatRequest& r) {
   if (r.continue_final_message && r.messages.back().role != "assistant")
     bad_request("continue_final_message", "continue_final_message needs the final message to be the assistant's");
   r.template_kwargs = read_template_kwargs(body);
+  apply_reasoning_effort(field_of(body, "reasoning_effort"), "reasoning_effort", r.template_kwargs);
 }
 
 ChatRequest read_chat_completion(const Json& body) {

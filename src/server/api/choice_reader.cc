@@ -3,11 +3,21 @@
 namespace folio::server {
 
 ChoiceReader::ChoiceReader(const GenerationJob& job) {
+  if (job.harmony) {
+    harmony_.emplace();
+    return;
+  }
   if (job.reasoning) reasoning_.emplace(job.reasoning_starts_inside);
   if (job.parses_tool_calls()) tools_.emplace(job.tool_format, &*job.tools);
 }
 
 std::vector<OutputEvent> ChoiceReader::read(const CompletionDelta& delta) {
+  if (harmony_) {
+    std::vector<OutputEvent> events = harmony_->feed(delta.text);
+    if (delta.finish_reason)
+      for (OutputEvent& e : harmony_->finish()) events.push_back(std::move(e));
+    return events;
+  }
   // Reasoning first: the answer after it is what may call tools.
   std::vector<ReasoningParser::Piece> pieces;
   if (!reasoning_) {

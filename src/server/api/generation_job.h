@@ -55,6 +55,9 @@ struct GenerationJob {
   ToolFormat tool_format = ToolFormat::kGeneric;
   bool reasoning = false;                // split <think> text into reasoning_content
   bool reasoning_starts_inside = false;  // the prompt ends inside an open <think>
+  // gpt-oss's harmony format: control tokens are rendered in the text and
+  // HarmonyParser reads its channels into reasoning, content and calls.
+  bool harmony = false;
   std::map<std::string, std::string> param_names;  // RequestFields::param_names
 
   // Whether each choice's output is read for tool calls.

@@ -338,7 +338,7 @@ Json ResponseBuilder::response(const Usage& usage) const {
                               {"content", called && text_[c].empty() ? Json(nullptr) : Json(text_[c])},
                               {"refusal", nullptr}};
       if (called) message["tool_calls"] = calls_[c];
-      if (job_.reasoning)
+      if (job_.reasoning || job_.harmony)
         message["reasoning_content"] = reasoning_[c].empty() ? Json(nullptr) : Json(reasoning_[c]);
       choices.push_back(Json{{"index", c},
                                      {"message", std::move(message)},

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <optional>
+
 #include "server/api/api_error.h"
 #include "server/api/choice_reader.h"
 #include "server/api/openai_response.h"
@@ -38,13 +40,36 @@ std::string string_field(const Json& item, const char* name, const std::string& 
   return v->get<std::string>();
 }
 
-// The input items as chat messages: function calls join the assistant turn before them.
+// The text of a reasoning item: its reasoning_text parts, in order ("" when
+// it has none, as when only a summary was kept).
+std::string reasoning_text(const Json& item, const std::string& where) {
+  std::string text;
+  const Json* content = field_of(item, "content");
+  if (content == nullptr || content->is_null()) return text;
+  if (!content->is_array()) bad_request("input", fmt::format("{}.content must be an array of parts", where));
+  for (const Json& part : *content)
+    if (part.is_object() && part.value("type", std::string()) == "reasoning_text") {
+      const Json* t = field_of(part, "text");
+      if (t == nullptr || !t->is_string()) bad_request("input", fmt::format("{}: a reasoning_text part needs text", where));
+      text += t->get<std::string>();
+    }
+  return text;
+}
+
+// The input items as chat messages: function calls join the assistant turn
+// before them, and a reasoning item becomes the reasoning of the assistant
+// turn after it (gpt-oss's template keeps that of a turn that called a tool).
 void read_input(const Json& input, std::vector<ChatMessage>& messages) {
   if (input.is_string()) {
     messages.push_back({"user", input.get<std::string>()});
     return;
   }
   if (!input.is_array() || input.empty()) bad_request("input", "input must be a string or a non-empty array of items");
+  std::optional<std::string> reasoning;  // a reasoning item's, for the next assistant turn
+  auto take_reasoning = [&reasoning](ChatMessage& assistant) {
+    if (reasoning && !reasoning->empty()) assistant.reasoning = std::move(*reasoning);
+    reasoning.reset();
+  };
   for (std::size_t i = 0; i < input.size(); ++i) {
     const Json& item = input[i];
     const std::string where = fmt::format("input[{}]", i);
@@ -59,6 +84,7 @@ void read_input(const Json& input, std::vector<ChatMessage>& messages) {
       const Json* content = field_of(item, "content");
       if (content == nullptr) bad_request("input", fmt::format("{}.content is required", where));
       messages.push_back({std::move(role), content_text(*content, where)});
+      if (messages.back().role == "assistant") take_reasoning(messages.back());
     } else if (t == "function_call") {
       const std::string arguments = string_field(item, "arguments", where);
       std::optional<Json> parsed = parse_json(arguments);
@@ -72,6 +98,7 @@ void read_input(const Json& input, std::vector<ChatMessage>& messages) {
         last = &messages.back();
         last->content_null = true;
       }
+      take_reasoning(*last);
       if (!last->fields.contains("tool_calls")) last->fields["tool_calls"] = Json::array();
       last->fields["tool_calls"].push_back(std::move(call));
     } else if (t == "function_call_output") {
@@ -81,7 +108,7 @@ void read_input(const Json& input, std::vector<ChatMessage>& messages) {
       tool.fields["tool_call_id"] = string_field(item, "call_id", where);
       messages.push_back(std::move(tool));
     } else if (t == "reasoning") {
-      // Earlier reasoning: templates drop it from the history, and so do we.
+      reasoning = reasoning_text(item, where);
     } else {
       bad_request("input", fmt::format("{}: items of type \"{}\" are not supported", where, printable(t, 64)));
     }
@@ -414,6 +441,8 @@ ChatRequest read_responses_request(const Json& body) {
   }
   r.add_generation_prompt = get_bool(body, "add_generation_prompt").value_or(true);
   r.template_kwargs = read_template_kwargs(body);
+  if (const Json* reasoning = get_object(body, "reasoning"))
+    apply_reasoning_effort(field_of(*reasoning, "effort"), "reasoning.effort", r.template_kwargs);
   return r;
 }
 

@@ -97,7 +97,8 @@ std::vector<std::pair<std::string_view, std::string_view>> tag_pairs(ToolFormat 
     case ToolFormat::kPythonic: return {{"<|python_tag|>", ""}, {"<|python_start|>", ""}};
     case ToolFormat::kGranite: return {{"<|tool_call|>", ""}};
     case ToolFormat::kPhi4Mini: return {{"<|tool_call|>", "<|/tool_call|>"}, {"functools[", ""}};
-    case ToolFormat::kGlm4: return {};
+    case ToolFormat::kGlm4:
+    case ToolFormat::kHarmony: return {};  // harmony is read by HarmonyParser
   }
   return {};
 }
@@ -320,6 +321,7 @@ std::optional<std::vector<ToolCallText>> ToolCallParser::read_region(std::string
       if (tag_.open == "functools[") return read_json_calls("[" + std::string(body));
       return read_json_calls(body);
     case ToolFormat::kGlm4: return read_glm_calls(body, tools_);
+    case ToolFormat::kHarmony: return std::nullopt;  // read by HarmonyParser
   }
   return std::nullopt;
 }

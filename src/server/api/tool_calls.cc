@@ -7,6 +7,7 @@
 #include <random>
 
 #include "server/api/api_error.h"
+#include "server/api/harmony_parser.h"
 #include "server/api/tool_call_text.h"
 #include "server/http/http_message.h"
 
@@ -157,6 +158,7 @@ std::string pythonic_arguments_grammar(const Json& schema) {
 }  // namespace
 
 ToolFormat tool_format_of(std::string_view source) {
+  if (template_is_harmony(source)) return ToolFormat::kHarmony;
   if (has(source, "[TOOL_CALLS]")) return has(source, "[ARGS]") ? ToolFormat::kMistralArgs : ToolFormat::kMistral;
   if (has(source, "<function=") && has(source, "<parameter=")) return ToolFormat::kQwenXml;
   if (has(source, kCallOpen)) return ToolFormat::kHermes;
@@ -182,6 +184,7 @@ const char* tool_format_name(ToolFormat format) {
     case ToolFormat::kPhi4Mini: return "phi-4-mini";
     case ToolFormat::kGlm4: return "glm-4";
     case ToolFormat::kGeneric: return "generic (hermes, described by folio)";
+    case ToolFormat::kHarmony: return "harmony";
   }
   return "generic";
 }
@@ -263,7 +266,7 @@ std::optional<ToolRequest> read_tools(const Json* tools, const Json* choice, std
 
 
 std::optional<ConstraintSpec> tool_constraint(const ToolRequest& tools, ToolFormat format, Thinking thinking) {
-  if (tools.choice == ToolRequest::Choice::kNone) return std::nullopt;
+  if (tools.choice == ToolRequest::Choice::kNone || format == ToolFormat::kHarmony) return std::nullopt;
   const bool forced = tools.choice != ToolRequest::Choice::kAuto;
   // auto: free text, and a call from its opening tag on where that tag is
   // text the grammar can see. Formats whose call opens with a control token,
@@ -306,6 +309,8 @@ std::optional<ConstraintSpec> tool_constraint(const ToolRequest& tools, ToolForm
         break;
       case ToolFormat::kGlm4:
         tags.push_back(tag(name + "\n", json_content(schema), ""));
+        break;
+      case ToolFormat::kHarmony:
         break;
     }
   }

@@ -7,7 +7,8 @@
 // ToolCallParser (tool_call_parser.h); the conversation is shaped for the
 // template by tool_conversation.h. A template that knows no tools gets them
 // described in a system message and answers in the Hermes format (as
-// llama-server's generic mode). docs/models.md has the table of families.
+// llama-server's generic mode). gpt-oss's harmony messages are read by
+// HarmonyParser (harmony_parser.h). docs/models.md has the table of families.
 #pragma once
 
 #include <optional>
@@ -31,6 +32,7 @@ enum class ToolFormat {
   kPhi4Mini,     // <|tool_call|>[...]<|/tool_call|>: Phi-4-mini (tools in the system message's `tools`)
   kGlm4,         // NAME\n{...}: GLM-4-0414 and GLM-4-9B-chat (results as `observation` turns)
   kGeneric,      // the template knows no tools: folio describes them, Hermes blocks back
+  kHarmony,      // gpt-oss: messages to=functions.NAME, read by HarmonyParser (harmony_parser.h)
 };
 
 // What the template's own text says about its tool format.
@@ -67,7 +69,8 @@ std::optional<ToolRequest> read_tools(const Json& body);
 // the prompt opened <think>, so the model ends its thinking first.
 enum class Thinking { kNone, kMayOpen, kOpen };
 
-// The constraint for the request's choice in `format`; nullopt for kNone.
+// The constraint for the request's choice in `format`; nullopt for kNone,
+// and for kHarmony (its calls are not constrained yet).
 // A forced call comes after the thinking, which stays free text.
 std::optional<ConstraintSpec> tool_constraint(const ToolRequest& tools, ToolFormat format,
                                               Thinking thinking = Thinking::kNone);

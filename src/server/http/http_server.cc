@@ -32,8 +32,12 @@ namespace {
 // that times out restarts the pod) until the header timeout. Neither is
 // closed younger than this: a connection just accepted may not have
 // delivered its request yet, and a slowloris that reconnects in bursts
-// would otherwise close the probe that came between its connections.
-constexpr auto kMinAgeToClose = std::chrono::milliseconds(100);
+// would otherwise close the probe that came between its connections. A
+// client's request follows its handshake within a round trip, so 20 ms is
+// ample; longer, and a slowloris whose connections all time out and
+// reconnect at once holds every place young enough to keep a probe out for
+// as long (seen as a 503 to /health under load with 100 ms).
+constexpr auto kMinAgeToClose = std::chrono::milliseconds(20);
 
 }  // namespace
 

@@ -1,8 +1,9 @@
 // The paged-attention ops of every backend against the f32 reference:
 // attention over every KV type, GQA layouts, head sizes, block sizes,
-// sliding windows and soft-capping; blocks wholly before every window never
-// read; every fp8 and int8 code decoded as the reference does; a query's
-// output independent of its batch (rule 5); write_kv and copy_blocks.
+// sliding windows, soft-capping and attention sinks; blocks wholly before
+// every window never read; every fp8 and int8 code decoded as the reference
+// does; a query's output independent of its batch (rule 5), sinks or not;
+// write_kv and copy_blocks.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -34,13 +35,18 @@ struct AttentionRun {
   std::vector<float> got, want;
 };
 
+// sinks: one logit per head, or empty for none (params.sinks is set here).
 AttentionRun run_attention(Backend& be, DType act, DeviceKv& cache, DeviceBatch& batch, const std::vector<float>& q,
-                           int heads, int head_dim, const AttentionParams& params) {
+                           int heads, int head_dim, AttentionParams params, std::vector<float> sinks = {}) {
   const std::int64_t T = batch.meta.num_tokens, vd = cache.host.value_head_dim();
   AttentionRun r;
   std::vector<float> qr = rounded_to(act, q);
-  DeviceTensor qt(be, act, {T, heads, head_dim}), out(be, act, {T, heads, vd});
+  DeviceTensor qt(be, act, {T, heads, head_dim}), out(be, act, {T, heads, vd}), sinks_d(be, DType::F32, {heads});
   qt.upload_floats(qr);
+  if (!sinks.empty()) {
+    sinks_d.upload_values(sinks);
+    params.sinks = *sinks_d;
+  }
   be.attention(*qt, cache.device, batch.meta, params, *out);
   r.got = out.download_floats();
   out.expect_guards_intact("attention");
@@ -53,6 +59,7 @@ AttentionRun run_attention(Backend& be, DType act, DeviceKv& cache, DeviceBatch&
   host.block_tables = Tensor(batch.tables.data(), DType::I32, {static_cast<std::int64_t>(batch.tables.size())});
   r.want.resize(static_cast<std::size_t>(T * heads * vd));
   Tensor qh(qr.data(), DType::F32, {T, heads, head_dim}), oh(r.want.data(), DType::F32, {T, heads, vd});
+  if (!sinks.empty()) params.sinks = Tensor(sinks.data(), DType::F32, {heads});
   ReferenceBackend().attention(qh, cache.host, host, params, oh);
   return r;
 }
@@ -70,8 +77,17 @@ TEST_P(AttentionOps, EveryKvTypeAndLayoutAgainstReference) {
       {{KvDType::kQ8_0, KvDType::kF16}, 14, 2, 64, 16, 0, 0},
       {{KvDType::kF16, KvDType::kFp8E4M3}, 14, 2, 64, 16, 0, 0},
   };
+  // With attention sinks: gpt-oss's layout (head size 64, 8 query heads per
+  // KV head, full and 128-token sliding layers) and others.
+  const AttentionCase sink_cases[] = {
+      {DType::F32, 16, 2, 64, 16, 0, 0},   {DType::F16, 16, 2, 64, 16, 128, 0},
+      {KvDType::kQ8_0, 8, 1, 64, 16, 128, 0}, {DType::BF16, 6, 2, 12, 1, 0, 30.0f},
+  };
+  std::vector<std::pair<AttentionCase, bool>> all;  // case, with sinks
+  for (const AttentionCase& c : cases) all.emplace_back(c, false);
+  for (const AttentionCase& c : sink_cases) all.emplace_back(c, true);
   std::mt19937 rng(7);
-  for (const AttentionCase& c : cases) {
+  for (const auto& [c, with_sinks] : all) {
     // A prefill, a decode deep in context, a chunk in the middle of a
     // prompt, and a one-token sequence.
     const std::vector<std::pair<int, int>> seqs = {{97, 97}, {1000, 1}, {270, 17}, {1, 1}};
@@ -79,10 +95,19 @@ TEST_P(AttentionOps, EveryKvTypeAndLayoutAgainstReference) {
     DeviceKv cache(be(), c.kv_type, 4 * per_seq, c.kv_heads, c.block_size, c.head_dim, c.head_dim, rng);
     DeviceBatch batch(be(), seqs, shuffled_blocks(4, per_seq, rng), c.block_size);
     const auto q = random_floats(static_cast<std::size_t>(batch.meta.num_tokens * c.heads * c.head_dim), rng);
-    const AttentionParams params{1.0f / std::sqrt(static_cast<float>(c.head_dim)), c.window, c.softcap};
-    const AttentionRun r = run_attention(be(), act(), cache, batch, q, c.heads, c.head_dim, params);
-    const std::string what = fmt::format("{} heads {}/{} dim {} block {} window {} softcap {}", c.kv_type.name(),
-                                         c.heads, c.kv_heads, c.head_dim, c.block_size, c.window, c.softcap);
+    const AttentionParams params{1.0f / std::sqrt(static_cast<float>(c.head_dim)), c.window, c.softcap, {}};
+    // Sinks around the scores' size, some far above them (the sink takes
+    // nearly all the weight) and some far below (none).
+    std::vector<float> sinks;
+    if (with_sinks) {
+      sinks = random_floats(static_cast<std::size_t>(c.heads), rng, 2.0f);
+      sinks[0] = 12.0f;
+      if (c.heads > 1) sinks[1] = -30.0f;
+    }
+    const AttentionRun r = run_attention(be(), act(), cache, batch, q, c.heads, c.head_dim, params, sinks);
+    const std::string what = fmt::format("{} heads {}/{} dim {} block {} window {} softcap {}{}", c.kv_type.name(),
+                                         c.heads, c.kv_heads, c.head_dim, c.block_size, c.window, c.softcap,
+                                         with_sinks ? " sinks" : "");
     // Outputs are averages of unit-sized values: an absolute bound.
     const std::vector<double> scale(r.want.size(), 2.0);
     EXPECT_EQ(compare(r.got, r.want, scale, GetParam().float_ops, GetParam().rounding, what), "");
@@ -101,7 +126,7 @@ TEST_P(AttentionOps, SlidingWindowNeverReadsBlocksBeforeTheWindow) {
     const auto blocks = shuffled_blocks(2, per_seq, rng);
     DeviceBatch batch(be(), seqs, blocks, bs);
     const auto q = random_floats(static_cast<std::size_t>(batch.meta.num_tokens * heads * hd), rng);
-    const AttentionParams params{0.125f, window, 0.0f};
+    const AttentionParams params{0.125f, window, 0.0f, {}};
     const std::vector<float> before = run_attention(be(), act(), cache, batch, q, heads, hd, params).got;
     int poisoned = 0;
     for (std::size_t s = 0; s < seqs.size(); ++s) {
@@ -148,7 +173,7 @@ TEST_P(AttentionOps, EveryCodeDecodesAsTheReference) {
     cache.upload();
     DeviceBatch batch(be(), {{1, 1}, {1, 1}, {1, 1}, {1, 1}}, {{0}, {1}, {2}, {3}}, bs);
     const auto q = random_floats(static_cast<std::size_t>(4 * hd), rng);
-    const std::vector<float> got = run_attention(be(), act(), cache, batch, q, 1, static_cast<int>(hd), {0.125f, 0, 0}).got;
+    const std::vector<float> got = run_attention(be(), act(), cache, batch, q, 1, static_cast<int>(hd), {0.125f, 0, 0, {}}).got;
     EXPECT_EQ(compare(got, rounded_to(act(), want), {}, 0, 0, std::string(name(type))), "");
   }
 }
@@ -157,17 +182,21 @@ TEST_P(AttentionOps, EveryCodeDecodesAsTheReference) {
 // beside another sequence's prefill: every query's output is the same bits.
 TEST_P(AttentionOps, AQueryNeverDependsOnItsBatch) {
   std::mt19937 rng(8);
-  for (KvCacheDType type : {KvCacheDType(DType::F16), KvCacheDType(KvDType::kQ8_0), KvCacheDType(KvDType::kFp8E4M3)}) {
+  for (KvCacheDType type : {KvCacheDType(DType::F16), KvCacheDType(KvDType::kQ8_0), KvCacheDType(KvDType::kFp8E4M3),
+                            KvCacheDType(DType::BF16)}) {
+    // bf16 runs with sinks (gpt-oss) and a 40-token window.
+    const bool with_sinks = type.k == KvDType::kBF16;
     SCOPED_TRACE(type.name());
     const int heads = 14, kv_heads = 2, hd = 64, bs = 16, len = 160;
     DeviceKv cache(be(), type, 2 * 10, kv_heads, bs, hd, hd, rng);
     const auto blocks = shuffled_blocks(2, 10, rng);
     const auto q_all = random_floats(static_cast<std::size_t>(len * heads * hd), rng);
     const std::size_t row = static_cast<std::size_t>(heads * hd);
+    const std::vector<float> sinks = with_sinks ? random_floats(static_cast<std::size_t>(heads), rng, 2.0f) : std::vector<float>();
     auto run = [&](const std::vector<std::pair<int, int>>& seqs, const std::vector<std::vector<std::int32_t>>& tbl,
                    std::vector<float> q) {
       DeviceBatch batch(be(), seqs, tbl, bs);
-      return run_attention(be(), act(), cache, batch, q, heads, hd, {0.125f, 0, 0}).got;
+      return run_attention(be(), act(), cache, batch, q, heads, hd, {0.125f, with_sinks ? 40 : 0, 0, {}}, sinks).got;
     };
     const auto whole = run({{len, len}}, {blocks[0]}, q_all);
     for (int start = 0; start < len; start += 37) {

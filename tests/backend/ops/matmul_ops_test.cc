@@ -155,7 +155,7 @@ TEST_P(MatmulOps, GroupedAndGluMatmulsGiveTheBitsOfSingleOps) {
       std::vector<float> upv = rounded_to(act(), random_floats(static_cast<std::size_t>(n * k), rng));
       DeviceTensor up(be(), act(), {n, k});
       up.upload_floats(upv);
-      for (GluActivation a : {GluActivation::kSilu, GluActivation::kGeluTanh}) {
+      for (GluActivation a : {GluActivation::kSilu, GluActivation::kGeluTanh, GluActivation::kSwigluClamped}) {
         DeviceTensor g1(be(), act(), {n, k}), g2(be(), act(), {n, k});
         g1.upload(x.download().data(), x->bytes());
         g2.upload(x.download().data(), x->bytes());

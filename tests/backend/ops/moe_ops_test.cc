@@ -1,8 +1,9 @@
 // The mixture-of-experts ops of every backend against the f32 reference:
 // routing (top-k of the softmax, normalised or not), grouping by expert,
-// expert_matmul for several weight types (and, row by row, the bits of the
-// backend's own matmul of that expert), combining in rank order, the shared
-// expert's sigmoid gate; and bad input refused.
+// expert_matmul for several weight types, without and with a bias per expert
+// (and, row by row, the bits of the backend's own matmul of that expert),
+// combining in rank order, the shared expert's sigmoid gate; and bad input
+// refused.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -98,8 +99,8 @@ TEST_P(MoeOps, RouteGroupMatmulCombineAgainstReference) {
     x_d.upload_floats(x);
     std::vector<float> y(static_cast<std::size_t>(N * c.out));
     Tensor x_h(x.data(), DType::F32, {N, c.in}), y_h(y.data(), DType::F32, {N, c.out});
-    ref.expert_matmul(w_h, x_h, off_h, y_h);
-    be().expert_matmul(w.tensor, *x_d, *off_d, *y_d);
+    ref.expert_matmul(w_h, x_h, off_h, y_h, nullptr);
+    be().expert_matmul(w.tensor, *x_d, *off_d, *y_d, nullptr);
     // The bound of each output: float reassociation over sum |w x|, and for
     // 8-bit activations what their rounding explains (as in matmul_ops_test).
     std::vector<double> scale(y.size(), 0.0);
@@ -133,6 +134,33 @@ TEST_P(MoeOps, RouteGroupMatmulCombineAgainstReference) {
         be().matmul(expert_weight(w.tensor, e), *one, *alone, nullptr);
         const std::vector<float> a = alone.download_floats();
         ASSERT_TRUE(std::equal(a.begin(), a.end(), y_got.begin() + j * c.out)) << "expert " << e << " row " << j;
+      }
+
+    // A bias per expert (gpt-oss's experts): against the reference, and a row
+    // alone through matmul with its expert's bias row, the same bits.
+    const std::vector<float> bias = random_floats(static_cast<std::size_t>(E * c.out), rng, 1.0f);
+    DeviceTensor bias_d(be(), DType::F32, {E, c.out}), yb_d(be(), act(), {N, c.out}, 4);
+    bias_d.upload_values(bias);
+    std::vector<float> yb(y.size());
+    Tensor bias_h(const_cast<float*>(bias.data()), DType::F32, {E, c.out}), yb_h(yb.data(), DType::F32, {N, c.out});
+    ref.expert_matmul(w_h, x_h, off_h, yb_h, &bias_h);
+    be().expert_matmul(w.tensor, *x_d, *off_d, *yb_d, &*bias_d);
+    std::vector<double> bias_scale = scale;
+    for (std::int64_t e = 0; e < E; ++e)
+      for (std::int64_t j = offsets[e]; j < offsets[e + 1]; ++j)
+        for (std::int64_t o = 0; o < c.out; ++o)
+          bias_scale[j * c.out + o] += u.float_ops * (std::fabs(bias[e * c.out + o]) + std::fabs(yb[j * c.out + o]));
+    const std::vector<float> yb_got = yb_d.download_floats();
+    ASSERT_EQ(compare(yb_got, yb, bias_scale, 1.0, u.rounding, "expert_matmul with bias"), "");
+    yb_d.expect_guards_intact("expert_matmul with bias");
+    for (std::int64_t e = 0; e < E; ++e)
+      for (std::int64_t j = offsets[e]; j < offsets[e + 1]; ++j) {
+        DeviceTensor one(be(), act(), {1, c.in}), alone(be(), act(), {1, c.out});
+        one.upload_floats(std::vector<float>(x.begin() + j * c.in, x.begin() + (j + 1) * c.in));
+        const Tensor bias_row = expert_bias(*bias_d, e);
+        be().matmul(expert_weight(w.tensor, e), *one, *alone, &bias_row);
+        const std::vector<float> a = alone.download_floats();
+        ASSERT_TRUE(std::equal(a.begin(), a.end(), yb_got.begin() + j * c.out)) << "biased expert " << e << " row " << j;
       }
 
     // Combining in rank order, and the shared expert's gate.
@@ -179,10 +207,21 @@ TEST_P(MoeOps, BadInputIsRefused) {
   bad.upload_values(std::vector<std::int32_t>{0, 2, 1});  // decreasing offsets
   EXPECT_THROW(
       {
-        be().expert_matmul(weight.tensor, *x, *bad, *y);
+        be().expert_matmul(weight.tensor, *x, *bad, *y, nullptr);
         be().synchronize();
       },
       Error);
+}
+
+// A bias of the wrong shape or type is refused before anything runs.
+TEST_P(MoeOps, ExpertBiasOfTheWrongShapeIsRefused) {
+  std::vector<std::uint8_t> wm(static_cast<std::size_t>(2 * 4 * 4 * 4));
+  DeviceWeight weight(be(), Tensor(wm.data(), DType::F32, {2, 4, 4}));
+  DeviceTensor x(be(), act(), {2, 4}), y(be(), act(), {2, 4}), off(be(), DType::I32, {3});
+  off.upload_values(std::vector<std::int32_t>{0, 1, 2});
+  DeviceTensor short_bias(be(), DType::F32, {4}), i32_bias(be(), DType::I32, {2, 4});
+  EXPECT_THROW(be().expert_matmul(weight.tensor, *x, *off, *y, &*short_bias), Error);
+  EXPECT_THROW(be().expert_matmul(weight.tensor, *x, *off, *y, &*i32_bias), Error);
 }
 
 FOLIO_OP_SUITE(MoeOps);

@@ -64,6 +64,23 @@ TEST_P(RowOps, RmsNormGluAddAndScaleAgainstReference) {
         ASSERT_EQ(compare(g.download_floats(), want, unit_scale(want), u.float_ops, u.rounding, "glu " + what), "");
         g.expect_guards_intact("glu");
       }
+      // gpt-oss's clamped SwiGLU over inputs four times as wide, so that
+      // both clamps (gate <= 7, |up| <= 7) fire.
+      {
+        std::vector<float> gate4 = x, up4 = y;
+        for (float& v : gate4) v *= 4.0f;
+        for (float& v : up4) v *= 4.0f;
+        Tensor g4h(gate4.data(), DType::F32, {rows, cols}), u4h(up4.data(), DType::F32, {rows, cols});
+        DeviceTensor g4(be(), act(), {rows, cols}), u4(be(), act(), {rows, cols}), g(be(), act(), {rows, cols}, 4);
+        g4.upload_floats(gate4);
+        u4.upload_floats(up4);
+        ref.glu(g4h, u4h, GluActivation::kSwigluClamped, wanth);
+        be().glu(*g4, *u4, GluActivation::kSwigluClamped, *g);
+        ASSERT_EQ(compare(g.download_floats(), want, unit_scale(want), u.float_ops, u.rounding,
+                          "clamped swiglu " + what),
+                  "");
+        g.expect_guards_intact("clamped swiglu");
+      }
 
       std::vector<float> sum = x;
       Tensor sumh(sum.data(), DType::F32, {rows, cols});

@@ -16,6 +16,7 @@
 #include "server/api/anthropic_messages.h"
 #include "server/api/api_error.h"
 #include "server/api/chat_request.h"
+#include "server/api/choice_reader.h"
 #include "server/api/completion_request.h"
 #include "server/api/generation_call.h"
 #include "server/api/openai_response.h"
@@ -255,6 +256,12 @@ const Refusal kRefusals[] = {
     {"chat", R"({"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": {"messages": 1}})", 400,
      "chat_template_kwargs", "may not set"},
     {"chat", R"({"messages": [{"role": "user", "content": "hi"}], "a": 1, "a": 2})", 400, "", "repeats the key"},
+    {"chat", R"({"messages": [{"role": "user", "content": "hi"}], "reasoning_effort": "extreme"})", 400,
+     "reasoning_effort", "must be one of"},
+    {"chat", R"({"messages": [{"role": "user", "content": "hi"}], "reasoning_effort": 3})", 400, "reasoning_effort",
+     "must be a string"},
+    {"chat", R"({"messages": [{"role": "assistant", "content": "x", "reasoning_content": 1}]})", 400, "messages",
+     "reasoning_content must be a string"},
     {"messages", R"({"messages": [{"role": "user", "content": "hi"}]})", 400, "max_tokens", "max_tokens is required"},
     {"messages", R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5, "n": 2})", 400, "n",
      "one answer per request"},
@@ -283,6 +290,7 @@ const Refusal kRefusals[] = {
      "not stored on this server"},
     {"responses", R"({"input": "hi", "previous_response_id": 7})", 400, "previous_response_id", "must be a response's id"},
     {"responses", R"({"input": []})", 400, "input", "non-empty array"},
+    {"responses", R"({"input": "hi", "reasoning": {"effort": "max"}})", 400, "reasoning.effort", "must be one of"},
     {"responses", R"({"input": "hi", "text": {"format": {"type": "yaml"}}})", 400, "text", "text.format.type"},
     {"responses", R"({"input": "hi", "max_output_tokens": 0})", 400, "max_output_tokens",
      "max_tokens = 0 is out of range"},
@@ -327,6 +335,111 @@ TEST_F(ApiMappingTest, AnthropicOutputFormatIsTheSchemasConstraint) {
   EXPECT_EQ(m.params.constraint.get(), c.params.constraint.get());
   EXPECT_EQ(beta.params.constraint.get(), c.params.constraint.get());
   EXPECT_EQ(effort_only.params.constraint, nullptr);
+}
+
+// OpenAI's reasoning effort reaches the template as `reasoning_effort`:
+// gpt-oss's harmony template writes it into its system message; a
+// chat_template_kwargs reasoning_effort wins; without one the template's own
+// default (medium) stays.
+TEST_F(ApiMappingTest, ReasoningEffortReachesTheTemplate) {
+  std::ifstream in(testing::source_path("tests/data/chat_templates/gpt-oss.jinja"), std::ios::binary);
+  ASSERT_TRUE(in.good());
+  const ChatTemplate gpt_oss{std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>())};
+  model_.chat_template = &gpt_oss;
+  auto system_of = [&](const GenerationJob& job) {
+    const std::string text = tokenizer_->decode(job.prompts.at(0), true);
+    const std::size_t at = text.find("Reasoning: ");
+    return at == std::string::npos ? std::string() : text.substr(at, text.find('\n', at) - at);
+  };
+  EXPECT_EQ(system_of(chat(std::string("{") + kUser + "}")), "Reasoning: medium");
+  EXPECT_EQ(system_of(chat(std::string("{") + kUser + R"(, "reasoning_effort": "high"})")), "Reasoning: high");
+  EXPECT_EQ(system_of(chat(std::string("{") + kUser +
+                           R"(, "reasoning_effort": "high", "chat_template_kwargs": {"reasoning_effort": "low"}})")),
+            "Reasoning: low");
+  EXPECT_EQ(system_of(responses(R"({"input": "hi", "reasoning": {"effort": "low"}})")), "Reasoning: low");
+}
+
+// A harmony template (gpt-oss) makes harmony jobs: control tokens stay in
+// the text, and the choice reader takes the channels and calls out of it;
+// a forced tool call, which folio cannot constrain in harmony yet, is a 400.
+TEST_F(ApiMappingTest, HarmonyTemplateJobsReadChannelsAndCalls) {
+  std::ifstream in(testing::source_path("tests/data/chat_templates/gpt-oss.jinja"), std::ios::binary);
+  ASSERT_TRUE(in.good());
+  const ChatTemplate gpt_oss{std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>())};
+  model_.chat_template = &gpt_oss;
+  model_.tool_format = tool_format_of(gpt_oss.source());
+  const std::string tools = R"("tools": [{"type": "function", "function": {"name": "get_weather", "description": "Weather.",
+      "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}])";
+  const GenerationJob job = chat(std::string("{") + kUser + ", " + tools + "}");
+  EXPECT_TRUE(job.harmony);
+  EXPECT_FALSE(job.params.skip_special_tokens);
+  EXPECT_FALSE(job.reasoning);
+  EXPECT_EQ(job.params.constraint, nullptr);
+  ChoiceReader reader(job);
+  CompletionDelta delta;
+  delta.text = "<|channel|>analysis<|message|>Call it.<|end|><|start|>assistant<|channel|>commentary "
+               "to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Oslo\"}";
+  delta.finish_reason = FinishReason::kStop;
+  const std::vector<OutputEvent> events = reader.read(delta);
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[0].kind, OutputEvent::Kind::kReasoning);
+  EXPECT_EQ(events[0].text, "Call it.");
+  EXPECT_EQ(events[1].kind, OutputEvent::Kind::kCallStart);
+  EXPECT_EQ(events[1].text, "get_weather");
+  EXPECT_EQ(events[2].text, "{\"city\": \"Oslo\"}");
+  EXPECT_EQ(reader.finish_name(FinishReason::kStop), "tool_calls");
+  try {
+    chat(std::string("{") + kUser + ", " + tools + R"(, "tool_choice": "required"})");
+    ADD_FAILURE() << "a forced call was accepted";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.param(), "tool_choice");
+    EXPECT_NE(std::string(e.what()).find("harmony"), std::string::npos) << e.what();
+  }
+}
+
+// An assistant's reasoning_content reaches the template as `thinking`: the
+// gpt-oss template keeps the analysis of a turn that called a tool.
+TEST_F(ApiMappingTest, EarlierReasoningOfAToolCallReachesTheHarmonyTemplate) {
+  std::ifstream in(testing::source_path("tests/data/chat_templates/gpt-oss.jinja"), std::ios::binary);
+  ASSERT_TRUE(in.good());
+  const ChatTemplate gpt_oss{std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>())};
+  model_.chat_template = &gpt_oss;
+  model_.tool_format = tool_format_of(gpt_oss.source());
+  const GenerationJob job = chat(R"({"messages": [
+      {"role": "user", "content": "Weather in Oslo?"},
+      {"role": "assistant", "content": null, "reasoning_content": "I should call get_weather.",
+       "tool_calls": [{"id": "call_1", "type": "function",
+                       "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}]},
+      {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}],
+      "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Weather.",
+                 "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]})");
+  const std::string prompt = tokenizer_->decode(job.prompts.at(0), true);
+  const std::string kept =
+      "<|start|>assistant<|channel|>analysis<|message|>I should call get_weather.<|end|>"
+      "<|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>";
+  EXPECT_NE(prompt.find(kept), std::string::npos) << prompt;
+  // The Responses API: a reasoning item before the call it led to.
+  const GenerationJob r = responses(R"({"input": [
+      {"role": "user", "content": "Weather in Oslo?"},
+      {"type": "reasoning", "id": "rs_1", "summary": [],
+       "content": [{"type": "reasoning_text", "text": "I should call get_weather."}]},
+      {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"},
+      {"type": "function_call_output", "call_id": "call_1", "output": "sunny"}],
+      "tools": [{"type": "function", "name": "get_weather", "description": "Weather.",
+                 "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}]})");
+  const std::string r_prompt = tokenizer_->decode(r.prompts.at(0), true);
+  EXPECT_NE(r_prompt.find(kept), std::string::npos) << r_prompt;
+  EXPECT_EQ(r_prompt, prompt);
+  // Anthropic's Messages API: a thinking block beside the tool_use.
+  const GenerationJob a = messages(R"({"max_tokens": 50, "messages": [
+      {"role": "user", "content": "Weather in Oslo?"},
+      {"role": "assistant", "content": [{"type": "thinking", "thinking": "I should call get_weather.", "signature": "s"},
+          {"type": "tool_use", "id": "call_1", "name": "get_weather", "input": {"city": "Oslo"}}]},
+      {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "call_1", "content": "sunny"}]}],
+      "tools": [{"name": "get_weather", "description": "Weather.",
+                 "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}]})");
+  const std::string a_prompt = tokenizer_->decode(a.prompts.at(0), true);
+  EXPECT_NE(a_prompt.find(kept), std::string::npos) << a_prompt;
 }
 
 TEST_F(ApiMappingTest, AnOverlongPromptSaysContextLengthExceeded) {
@@ -471,6 +584,74 @@ TEST_F(ApiMappingTest, AToolCallIsReadBackInEachApisShape) {
   EXPECT_EQ(a["stop_reason"], "tool_use");
   EXPECT_EQ(a["content"][0]["type"], "tool_use");
   EXPECT_EQ(dump_json(a["content"][0]["input"]), R"({"city":"Oslo"})");
+}
+
+// gpt-oss's harmony answer, streamed in pieces that cut its markers: the
+// analysis is reasoning in each API's shape (reasoning_content, a thinking
+// block, a reasoning item), the final channel the answer, and no piece of
+// the markup reaches any stream event or any answer.
+TEST_F(ApiMappingTest, AHarmonyAnswerInEachApisShape) {
+  std::ifstream in(testing::source_path("tests/data/chat_templates/gpt-oss.jinja"), std::ios::binary);
+  ASSERT_TRUE(in.good());
+  const ChatTemplate gpt_oss{std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>())};
+  model_.chat_template = &gpt_oss;
+  model_.tool_format = tool_format_of(gpt_oss.source());
+  const std::string answer =
+      "<|channel|>analysis<|message|>Simple: 4.<|end|><|start|>assistant<|channel|>final<|message|>Quatre.";
+  const std::vector<std::string> pieces = {answer.substr(0, 5), answer.substr(5, 20), answer.substr(25, 24),
+                                           answer.substr(49, 30), answer.substr(79)};
+  auto no_markup = [](const std::string& text) {
+    for (const char* m : {"<|", "|>", "channel", "analysis"})
+      EXPECT_EQ(text.find(m), std::string::npos) << m << " in " << text;
+  };
+
+  const GenerationJob c = chat(std::string("{") + kUser + R"(, "stream": true})");
+  ResponseBuilder openai(c, *tokenizer_, "m", "chatcmpl-1", 0);
+  std::string reasoning, content;
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    const Json chunk = openai.chunk(0, delta(pieces[i], i + 1 == pieces.size()));
+    if (chunk.is_null()) continue;  // all of it held back
+    for (const Json& choice : chunk["choices"]) {
+      const Json& d = choice["delta"];
+      if (d.contains("reasoning_content")) reasoning += d["reasoning_content"].get<std::string>();
+      if (d.contains("content") && d["content"].is_string()) content += d["content"].get<std::string>();
+    }
+    no_markup(dump_json(chunk));
+  }
+  EXPECT_EQ(reasoning, "Simple: 4.");
+  EXPECT_EQ(content, "Quatre.");
+  ResponseBuilder whole(c, *tokenizer_, "m", "chatcmpl-2", 0);
+  for (std::size_t i = 0; i < pieces.size(); ++i) whole.add(0, delta(pieces[i], i + 1 == pieces.size()));
+  const Json o = whole.response({});
+  EXPECT_EQ(o["choices"][0]["message"]["content"], "Quatre.");
+  EXPECT_EQ(o["choices"][0]["message"]["reasoning_content"], "Simple: 4.");
+
+  const GenerationJob m = messages(R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 50})");
+  std::unique_ptr<AnswerShape> anthropic = make_messages_shape(m, *tokenizer_, served_);
+  std::string events = anthropic->opening_events();
+  for (std::size_t i = 0; i < pieces.size(); ++i) events += anthropic->delta_events(0, delta(pieces[i], i + 1 == pieces.size()));
+  events += anthropic->closing_events({});
+  no_markup(events);
+  EXPECT_NE(events.find("thinking"), std::string::npos);
+  std::unique_ptr<AnswerShape> anthropic_whole = make_messages_shape(m, *tokenizer_, served_);
+  for (std::size_t i = 0; i < pieces.size(); ++i) anthropic_whole->add(0, delta(pieces[i], i + 1 == pieces.size()));
+  const Json a = parse_json_object(anthropic_whole->response({}));
+  EXPECT_EQ(a["content"][0]["type"], "thinking");
+  EXPECT_EQ(a["content"][0]["thinking"], "Simple: 4.");
+  EXPECT_EQ(a["content"][1]["text"], "Quatre.");
+
+  const GenerationJob r = responses(R"({"input": "hi", "stream": true})");
+  std::unique_ptr<AnswerShape> response = make_responses_shape(r, *tokenizer_, served_);
+  events = response->opening_events();
+  for (std::size_t i = 0; i < pieces.size(); ++i) events += response->delta_events(0, delta(pieces[i], i + 1 == pieces.size()));
+  events += response->closing_events({});
+  no_markup(events);
+  EXPECT_NE(events.find("response.reasoning_text.delta"), std::string::npos);
+  std::unique_ptr<AnswerShape> response_whole = make_responses_shape(r, *tokenizer_, served_);
+  for (std::size_t i = 0; i < pieces.size(); ++i) response_whole->add(0, delta(pieces[i], i + 1 == pieces.size()));
+  const Json x = parse_json_object(response_whole->response({}));
+  EXPECT_EQ(x["output"][0]["type"], "reasoning");
+  EXPECT_EQ(x["output"][1]["content"][0]["text"], "Quatre.");
 }
 
 }  // namespace
