@@ -30,6 +30,7 @@
 #include "server/api/generation_job.h"
 #include "server/api/server_counters.h"
 #include "server/api_keys.h"
+#include "server/cascade.h"
 #include "server/http/http_server.h"
 #include "server/model_pool.h"
 #include "server/web/web_page.h"
@@ -51,6 +52,7 @@ struct ServerOptions {
   std::string reasoning_parser = "auto";     // --reasoning-parser: auto (when the template thinks), think, none
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();  // defaults under a request's own
   ModelPoolLimits models;                    // how many models stay loaded, in how many bytes, for how long
+  std::vector<CascadeSpec> cascades;         // --cascade: names a small model answers first, a large one if unsure
 };
 
 class ApiServer final : private HttpHandler {
@@ -127,6 +129,11 @@ class ApiServer final : private HttpHandler {
   void responses(const HttpRequest& req, HttpExchange& ex);
   // A chat request of any API, read by `read` from the body, run in `shape`.
   void run_chat(const HttpRequest& req, HttpExchange& ex, ChatRequest (*read)(const Json&), const ShapeMaker& shape);
+  // A chat completion asked of a cascade: the small model's answer when it is
+  // sure enough, the large one's otherwise; a header says which.
+  void run_cascade(const HttpRequest& req, HttpExchange& ex, const Json& body, ChatRequest chat,
+                   const CascadeSpec& cascade, const ShapeMaker& shape);
+  const CascadeSpec* cascade_named(const std::optional<std::string>& name) const;
   void tokenize(const HttpRequest& req, HttpExchange& ex);
   void detokenize(const HttpRequest& req, HttpExchange& ex);
   void health(const HttpRequest& req, HttpExchange& ex);
@@ -157,6 +164,7 @@ class ApiServer final : private HttpHandler {
   int num_generating_ = 0;
   std::condition_variable idle_;
   std::map<std::string, int> choices_by_client_;
+  std::map<std::pair<std::string, std::string>, std::int64_t> cascade_answers_;  // (cascade, small|large) -> answers
   std::mutex log_mutex_;
 };
 
