@@ -37,6 +37,10 @@
 namespace folio::cli {
 namespace {
 
+// The margin bench/cascade_eval.py found on its calibration half to send half
+// of the packaged Qwen2.5-Coder 0.5B's answers to the 1.5B (bench/RESULTS.md).
+constexpr double kDefaultCascadeThreshold = 0.27;
+
 struct ServeOptions {
   ModelOptions model;
   server::ServerOptions server;
@@ -53,6 +57,9 @@ struct ServeOptions {
   std::string models_memory;                  // budget of the loaded models together, with a unit; empty: none
   double model_keep_alive_s = -1;             // idle seconds before an unload; < 0: 300 with several models, else never
   double model_load_timeout_s = 300;          // how long a request waits for its model to load
+  std::vector<std::string> cascades;          // --cascade NAME=SMALL,LARGE
+  double cascade_threshold = kDefaultCascadeThreshold;
+  std::string cascade_measure = "margin";
 };
 
 std::string gib(std::int64_t bytes) { return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1 << 30)); }
@@ -129,6 +136,12 @@ void serve(ServeOptions o) {
          o.engine_flags.speculative.method);
   if (!lazy.empty() && !o.kv_events.endpoint.empty())
     fail("--kv-events-endpoint publishes one model's cache, but several are served; serve one model with it");
+  for (const std::string& text : o.cascades) {
+    server::CascadeSpec c = server::parse_cascade_spec(text);
+    c.threshold = o.cascade_threshold;
+    c.measure = *server::parse_cascade_measure(o.cascade_measure);  // checked by the flag
+    o.server.cascades.push_back(std::move(c));
+  }
   server::ModelPoolLimits& limits = o.server.models;
   if (!o.models_memory.empty()) {
     const auto bytes = parse_byte_size(o.models_memory);
@@ -216,6 +229,19 @@ void serve(ServeOptions o) {
       return std::make_shared<Engine>(open_model_session(session), config);
     });
   }
+  for (const server::CascadeSpec& c : o.server.cascades) {
+    for (const std::string& name : {c.small, c.large})
+      if (!api.models().has(name)) {
+        api.stop();
+        fail("--cascade {}: {} is not a served model; serve it with -m (NAME=MODEL names it)", c.name, name);
+      }
+    if (api.models().has(c.name)) {
+      api.stop();
+      fail("--cascade {}: a served model has that name already", c.name);
+    }
+    std::fprintf(stderr, "folio: %s is a cascade: %s answers, %s when the answer's score (%s) is below %g\n",
+                 c.name.c_str(), c.small.c_str(), c.large.c_str(), server::cascade_measure_name(c.measure), c.threshold);
+  }
   if (!lazy.empty()) {
     std::string listing;
     for (const server::ModelStatus& m : api.models().status())
@@ -294,6 +320,18 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--model-keep-alive", o->model_keep_alive_s,
                   "With several models: seconds a model may sit idle before it unloads; 0: never (default 300)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--cascade", o->cascades,
+                  "NAME=SMALL,LARGE: a model name whose chat requests SMALL answers first and LARGE only when "
+                  "SMALL is unsure (lossy; both must be served models); repeatable")
+      ->type_name("NAME=SMALL,LARGE");
+  cmd->add_option("--cascade-threshold", o->cascade_threshold,
+                  "A small answer whose score is below this goes to the large model (default: the value "
+                  "bench/cascade_eval.py chose for the packaged Qwen2.5-Coder pair); a request may set "
+                  "cascade_threshold");
+  cmd->add_option("--cascade-measure", o->cascade_measure,
+                  "The small answer's score: margin (the smallest gap between a token's top two log-probabilities, "
+                  "default: it told right from wrong best), min (its least likely token's log-probability) or mean")
+      ->check(CLI::IsMember({"min", "mean", "margin"}));
   cmd->add_option("--model-load-timeout", o->model_load_timeout_s,
                   "Seconds a request waits for its model to load before it gets 503 (default 300)")
       ->check(CLI::PositiveNumber);

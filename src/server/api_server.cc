@@ -217,6 +217,37 @@ class FieldsExchange final : public HttpExchange {
 
 }  // namespace
 
+namespace {
+
+// An exchange that keeps a whole answer instead of sending it: the cascade
+// reads the small model's answer before it decides what the client gets.
+class CapturingExchange final : public HttpExchange {
+ public:
+  explicit CapturingExchange(HttpExchange& client) : client_(client) {}
+  void respond(HttpResponse response) override { response_ = std::move(response); }
+  void begin_stream(int status, const std::string& content_type, const HttpFields& fields) override {
+    response_.status = status;
+    response_.content_type = content_type;
+    response_.fields = fields;
+  }
+  bool write(std::string bytes) override {
+    response_.body += bytes;
+    return !client_.client_gone();
+  }
+  void end_stream() override {}
+  bool client_gone() const override { return client_.client_gone(); }
+  void on_gone(std::function<void()> callback) override { client_.on_gone(std::move(callback)); }
+  void release_body() override { client_.release_body(); }
+  void note(std::string text) override { client_.note(std::move(text)); }
+  HttpResponse& response() { return response_; }
+
+ private:
+  HttpExchange& client_;
+  HttpResponse response_;
+};
+
+}  // namespace
+
 HttpFields ApiServer::cors_fields(const HttpRequest& head) const {
   const std::string* origin = head.field("origin");
   if (origin == nullptr || options_.allowed_origins.empty()) return {};
@@ -345,6 +376,16 @@ void ApiServer::models(const HttpRequest& req, HttpExchange& ex) {
     if (!m.error.empty()) model["status"]["error"] = m.error;
     data.push_back(std::move(model));
   }
+  for (const CascadeSpec& c : options_.cascades)
+    data.push_back(Json{{"id", c.name},
+                        {"object", "model"},
+                        {"created", started_unix_},
+                        {"owned_by", "folio"},
+                        {"status", Json{{"value", "cascade"}}},
+                        {"cascade", Json{{"small", c.small},
+                                         {"large", c.large},
+                                         {"measure", cascade_measure_name(c.measure)},
+                                         {"threshold", c.threshold}}}});
   if (path_matches(kModelsPrefix, req.path)) {
     const std::string id = req.path.substr(std::string_view(kModelsPrefix).size());
     for (const Json& model : data)
@@ -416,6 +457,18 @@ void ApiServer::metrics(const HttpRequest&, HttpExchange& ex) {
   HttpResponse r;
   r.content_type = "text/plain; version=0.0.4";
   r.body = prometheus_metrics(models, counters_, &http);
+  if (!options_.cascades.empty()) {
+    r.body +=
+        "# HELP folio:cascade_answers_total Answers of a cascade (--cascade) by the model that gave them.\n"
+        "# TYPE folio:cascade_answers_total counter\n";
+    std::lock_guard lock(mutex_);
+    for (const CascadeSpec& c : options_.cascades)
+      for (const char* by : {"small", "large"}) {
+        const auto it = cascade_answers_.find({c.name, by});
+        r.body += fmt::format("folio:cascade_answers_total{{model_name=\"{}\",answered_by=\"{}\"}} {}\n", c.name, by,
+                              it == cascade_answers_.end() ? 0 : it->second);
+      }
+  }
   ex.respond(std::move(r));
 }
 
@@ -525,10 +578,78 @@ void ApiServer::run_job(const HttpRequest& req, HttpExchange& ex, const Served& 
 
 void ApiServer::run_chat(const HttpRequest& req, HttpExchange& ex, ChatRequest (*read)(const Json&),
                          const ShapeMaker& shape) {
-  ChatRequest chat = read(parse_json_object(req.body));
+  const Json body = parse_json_object(req.body);
+  ChatRequest chat = read(body);
+  if (const CascadeSpec* cascade = cascade_named(chat.fields.model))
+    return run_cascade(req, ex, body, std::move(chat), *cascade, shape);
   auto s = served(chat.fields.model, /*for_work=*/true);
   GenerationJob job = make_chat_job(std::move(chat), s->context);
   run_job(req, ex, *s, std::move(job), shape);
+}
+
+const CascadeSpec* ApiServer::cascade_named(const std::optional<std::string>& name) const {
+  if (!name) return nullptr;
+  for (const CascadeSpec& c : options_.cascades)
+    if (c.name == *name) return &c;
+  return nullptr;
+}
+
+void ApiServer::run_cascade(const HttpRequest& req, HttpExchange& ex, const Json& body, ChatRequest chat,
+                            const CascadeSpec& cascade, const ShapeMaker& shape) {
+  if (shape)
+    throw ApiError(400, fmt::format("`{}` is a cascade, which answers POST /v1/chat/completions only", cascade.name),
+                   "model");
+  if (chat.fields.stream)
+    throw ApiError(400, fmt::format("`{}` is a cascade, whose answer is not streamed: its small model's answer is "
+                                    "read whole before it is sent or passed on; send \"stream\": false",
+                                    cascade.name),
+                   "stream");
+  if (chat.fields.sampling.n != 1)
+    throw ApiError(400, fmt::format("`{}` is a cascade, which gives one answer per request (n = 1)", cascade.name),
+                   "n");
+  double threshold = cascade.threshold;
+  if (const Json* t = field_of(body, "cascade_threshold")) {
+    if (!t->is_number()) bad_request("cascade_threshold", "cascade_threshold must be a number");
+    threshold = t->get<double>();
+  }
+  const bool asked_logprobs = chat.logprobs;
+  const int asked_top = chat.fields.sampling.logprobs.value_or(0);
+
+  ChatRequest first = chat;
+  first.fields.model = cascade.small;
+  first.logprobs = true;
+  first.fields.sampling.logprobs = std::max(asked_top, 2);
+  auto small = served(cascade.small, /*for_work=*/true);
+  CapturingExchange captured(ex);
+  run_job(req, captured, *small, make_chat_job(std::move(first), small->context), {});
+  HttpResponse& answer = captured.response();
+  if (answer.status != 200) return ex.respond(std::move(answer));  // the small model's refusal is the answer
+
+  Json response = parse_json_object(answer.body);
+  const double confidence = answer_confidence(response, cascade.measure);
+  const bool escalate = !(confidence >= threshold);
+  {
+    std::lock_guard lock(mutex_);
+    ++cascade_answers_[{cascade.name, escalate ? "large" : "small"}];
+  }
+  HttpFields fields = {{"X-Folio-Cascade", escalate ? "large" : "small"},
+                       {"X-Folio-Cascade-Confidence", fmt::format("{:.6f}", confidence)}};
+  // The request log's note: which answered, and why (after the run, whose own note it replaces).
+  const std::string note = fmt::format("cascade {}: {} ({} {:.4f} vs {:.4f})", cascade.name,
+                                       escalate ? "large" : "small", cascade_measure_name(cascade.measure),
+                                       confidence, threshold);
+  if (!escalate) {
+    ex.note(note);
+    trim_logprobs(response, asked_logprobs, asked_top);
+    answer.body = dump_json(response);
+    answer.fields.insert(answer.fields.end(), fields.begin(), fields.end());
+    return ex.respond(std::move(answer));
+  }
+  chat.fields.model = cascade.large;
+  auto large = served(cascade.large, /*for_work=*/true);
+  FieldsExchange with_fields(ex, std::move(fields));
+  run_job(req, with_fields, *large, make_chat_job(std::move(chat), large->context), {});
+  ex.note(note);
 }
 
 namespace {

@@ -31,6 +31,7 @@
 #include "server/api/response_store.h"
 #include "server/api/server_counters.h"
 #include "server/api_keys.h"
+#include "server/cascade.h"
 #include "server/http/http_server.h"
 #include "server/model_pool.h"
 #include "server/web/web_page.h"
@@ -54,6 +55,7 @@ struct ServerOptions {
   ModelPoolLimits models;                    // how many models stay loaded, in how many bytes, for how long
   std::size_t max_stored_responses = 1024;               // Responses API store: the newest kept (0: none)
   std::size_t max_stored_response_bytes = 256ull << 20;  // ... and their bytes in all
+  std::vector<CascadeSpec> cascades;         // --cascade: names a small model answers first, a large one if unsure
 };
 
 class ApiServer final : private HttpHandler {
@@ -131,6 +133,11 @@ class ApiServer final : private HttpHandler {
   void stored_response(const HttpRequest& req, HttpExchange& ex);
   // A chat request of any API, read by `read` from the body, run in `shape`.
   void run_chat(const HttpRequest& req, HttpExchange& ex, ChatRequest (*read)(const Json&), const ShapeMaker& shape);
+  // A chat completion asked of a cascade: the small model's answer when it is
+  // sure enough, the large one's otherwise; a header says which.
+  void run_cascade(const HttpRequest& req, HttpExchange& ex, const Json& body, ChatRequest chat,
+                   const CascadeSpec& cascade, const ShapeMaker& shape);
+  const CascadeSpec* cascade_named(const std::optional<std::string>& name) const;
   void tokenize(const HttpRequest& req, HttpExchange& ex);
   void detokenize(const HttpRequest& req, HttpExchange& ex);
   void health(const HttpRequest& req, HttpExchange& ex);
@@ -162,6 +169,7 @@ class ApiServer final : private HttpHandler {
   int num_generating_ = 0;
   std::condition_variable idle_;
   std::map<std::string, int> choices_by_client_;
+  std::map<std::pair<std::string, std::string>, std::int64_t> cascade_answers_;  // (cascade, small|large) -> answers
   std::mutex log_mutex_;
 };
 

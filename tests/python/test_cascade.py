@@ -1,0 +1,96 @@
+"""A query cascade through the official openai client (issue 44): `--cascade
+NAME=SMALL,LARGE` serves a name whose chat requests the small model answers
+when its answer's score clears the threshold, and the large one otherwise; the
+answer is that model's own, bit for bit, its `model` field and the
+X-Folio-Cascade header say which answered, logprobs come back as the client
+asked, and /metrics counts the answers. The threshold is set per request here
+(cascade_threshold) so that both ways are taken for sure. SmolLM2-135M is the
+small model, Gemma 3 270M the large one."""
+import subprocess
+
+import httpx
+import openai
+import pytest
+
+from conftest import BUILD_DIR, model_path, start_folio_server
+
+SMOL = "smollm2-135m-instruct-q4_1"
+QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    gemma = model_path("gemma-3-270m-q4_k_m.gguf")
+    s = start_folio_server(tmp_path_factory, "cascade", "-m", f"gemma={gemma}", "--cascade",
+                           f"cascade={SMOL},gemma", "--kv-cache-memory", "64MiB", "--max-model-len", "512")
+    yield s
+    assert s.stop() == 0
+
+
+def client(server):
+    return openai.OpenAI(base_url=server.base_url, api_key="unused", max_retries=0)
+
+
+def direct(server, model, **kw):
+    return client(server).chat.completions.create(model=model, messages=QUESTION, max_tokens=12, temperature=0, **kw)
+
+
+def cascade(server, threshold, **kw):
+    return client(server).chat.completions.with_raw_response.create(
+        model="cascade", messages=QUESTION, max_tokens=12, temperature=0, extra_body={"cascade_threshold": threshold},
+        **kw)
+
+
+def test_a_sure_small_answer_is_the_small_models_own(server):
+    raw = cascade(server, -1e9)
+    r = raw.parse()
+    assert raw.headers["x-folio-cascade"] == "small"
+    assert r.model == SMOL
+    assert r.choices[0].message.content == direct(server, SMOL).choices[0].message.content
+    assert r.choices[0].logprobs is None  # the cascade's own logprobs are not the client's
+
+
+def test_an_unsure_one_goes_to_the_large_model(server):
+    raw = cascade(server, 1e9)
+    r = raw.parse()
+    assert raw.headers["x-folio-cascade"] == "large"
+    assert float(raw.headers["x-folio-cascade-confidence"]) < 1e9
+    assert r.model == "gemma"
+    assert r.choices[0].message.content == direct(server, "gemma").choices[0].message.content
+
+
+def test_logprobs_come_back_as_asked(server):
+    r = cascade(server, -1e9, logprobs=True, top_logprobs=1).parse()
+    want = direct(server, SMOL, logprobs=True, top_logprobs=1)
+    assert [t.logprob for t in r.choices[0].logprobs.content] == [t.logprob for t in want.choices[0].logprobs.content]
+    assert all(len(t.top_logprobs) == 1 for t in r.choices[0].logprobs.content)
+
+
+def test_what_a_cascade_cannot_do_is_a_400(server):
+    with pytest.raises(openai.BadRequestError) as e:
+        client(server).chat.completions.create(model="cascade", messages=QUESTION, max_tokens=4, stream=True)
+    assert e.value.body["param"] == "stream"
+    with pytest.raises(openai.BadRequestError) as e:
+        client(server).chat.completions.create(model="cascade", messages=QUESTION, max_tokens=4, n=2)
+    assert e.value.body["param"] == "n"
+    r = httpx.post(server.url + "/v1/messages", json={"model": "cascade", "max_tokens": 4, "messages": QUESTION},
+                   timeout=60)
+    assert r.status_code == 400 and "cascade" in r.text
+
+
+def test_models_and_metrics_show_the_cascade(server):
+    models = {m["id"]: m for m in httpx.get(server.url + "/v1/models", timeout=30).json()["data"]}
+    assert models["cascade"]["cascade"]["small"] == SMOL and models["cascade"]["cascade"]["large"] == "gemma"
+    page = httpx.get(server.url + "/metrics", timeout=30).text
+    assert 'folio:cascade_answers_total{model_name="cascade",answered_by="small"}' in page
+    counts = {line.split('answered_by="')[1].split('"')[0]: float(line.rsplit(" ", 1)[1])
+              for line in page.splitlines() if line.startswith("folio:cascade_answers_total")}
+    assert counts["small"] >= 2 and counts["large"] >= 1
+    assert "cascade cascade: large" in server.log()
+
+
+def test_a_cascade_of_models_not_served_is_refused(tmp_path_factory):
+    r = subprocess.run([str(BUILD_DIR / "folio"), "serve", "-m", str(model_path("smollm2-135m-instruct-q4_1.gguf")),
+                        "--port", "0", "--cascade", "c=smollm2-135m-instruct-q4_1,nope"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and "nope is not a served model" in r.stderr
