@@ -7,7 +7,7 @@ to the type. llama.cpp (llama-cpp-python) then loads each file and writes
 greedy 64-token continuations of the prompts of the model's reference golden
 (scripts/make_model_goldens.py), with its top-1/top-2 logit margin at every
 step. The golden also records a 64-bit FNV-1a checksum of each file, so the
-test (tests/engine/quantize_reference_test.cc) knows that the file it
+test (tests/offline/quantize_test.cc) knows that the file it
 quantizes again is byte for byte the one llama.cpp read.
 
 Run in the reference environment after building folio:

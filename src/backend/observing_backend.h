@@ -1,7 +1,7 @@
 // ObservingBackend: a Backend that runs every op on another backend and shows
 // each matmul's weight and a host copy of its input to an observer first.
 // Calibration uses it to collect the activation statistics of every weight
-// (model/importance.h) without the forward pass knowing, and tests count the
+// (offline/calibration.h) without the forward pass knowing, and tests count the
 // bytes a step reads. The copies make it slow; it is for offline tools.
 #pragma once
 
