@@ -25,6 +25,7 @@
 #include "model/gguf_file.h"
 #include "model/gguf_writer.h"
 #include "model/model_loader.h"
+#include "support/engine_invariance.h"
 #include "support/greedy_runner.h"
 #include "support/test_backend.h"
 #include "support/temp_path.h"
@@ -347,94 +348,15 @@ INSTANTIATE_TEST_SUITE_P(Tiny, RopeVariantTest,
 // The engine on each family (rule 5): requests decoded together, in small
 // prefill chunks, over a cached prefix, or preempted and recomputed give the
 // tokens they give alone.
-class FamilyEngineTest : public ::testing::TestWithParam<const char*> {
- protected:
-  static EngineConfig config(int batched_tokens = 256, std::int64_t blocks = 0, bool caching = true) {
-    EngineConfig c;
-    c.max_num_batched_tokens = batched_tokens;
-    c.max_num_seqs = 16;
-    c.max_model_len = 128;
-    c.kv_num_blocks = blocks > 0 ? blocks : 128;
-    c.enable_prefix_caching = caching;
-    return c;
-  }
+class FamilyEngineTest : public ::testing::TestWithParam<const char*> {};
 
-  static EngineRequest greedy(std::vector<TokenId> prompt, int max_tokens) {
-    EngineRequest r;
-    r.prompt = std::move(prompt);
-    r.params.temperature = 0;
-    r.params.max_tokens = max_tokens;
-    r.params.ignore_eos = true;
-    return r;
-  }
-
-  // The tokens a stream gives; `usage` (optional) gets its last usage.
-  static std::vector<TokenId> tokens_of(RequestStream& stream, Usage* usage = nullptr) {
-    std::vector<TokenId> out;
-    while (auto o = stream.next()) {
-      EXPECT_EQ(o->error, "");
-      for (const auto& d : o->deltas) out.insert(out.end(), d.token_ids.begin(), d.token_ids.end());
-      if (usage != nullptr) *usage = o->usage;
-      if (o->finished) break;
-    }
-    return out;
-  }
-
-  // Eight prompts of 20 to 62 tokens spread over the vocabulary.
-  static std::vector<std::vector<TokenId>> prompts(std::int64_t vocab) {
-    std::vector<std::vector<TokenId>> out;
-    for (int p = 0; p < 8; ++p) {
-      std::vector<TokenId> ids;
-      for (int i = 0; i < 20 + 6 * p; ++i) ids.push_back(static_cast<TokenId>((7 + 31 * i + 53 * p) % vocab));
-      out.push_back(ids);
-    }
-    return out;
-  }
-};
-
+// Eight prompts of 20 to 62 tokens; the 62-token one's three whole blocks
+// are the prefix hit.
 TEST_P(FamilyEngineTest, BatchingChunkingPrefixHitsAndPreemptionChangeNoGreedyOutput) {
   ModelSessionOptions o;
   o.backend = folio::testing::test_backend_options(2);
   o.model_path = tiny_dir(GetParam());
-  const auto session = open_model_session(o);
-  const auto texts = prompts(session->config().vocab_size);
-  std::vector<std::vector<TokenId>> alone;
-  for (const auto& t : texts) {
-    Engine engine(session, config(256, 0, false));
-    alone.push_back(tokens_of(*engine.submit(greedy(t, 24))));
-    ASSERT_EQ(alone.back().size(), 24u);
-  }
-  {
-    SCOPED_TRACE("batched");
-    Engine engine(session, config());
-    std::vector<std::shared_ptr<RequestStream>> streams;
-    for (const auto& t : texts) streams.push_back(engine.submit(greedy(t, 24)));
-    for (std::size_t i = 0; i < texts.size(); ++i) EXPECT_EQ(tokens_of(*streams[i]), alone[i]) << i;
-  }
-  for (int chunk : {1, 7, 16}) {
-    SCOPED_TRACE("chunk " + std::to_string(chunk));
-    Engine engine(session, config(chunk));
-    EXPECT_EQ(tokens_of(*engine.submit(greedy(texts[7], 24))), alone[7]);
-  }
-  {
-    SCOPED_TRACE("prefix hit");
-    Engine engine(session, config());
-    std::vector<TokenId> other = texts[7];
-    other.back() = static_cast<TokenId>((other.back() + 1) % session->config().vocab_size);
-    tokens_of(*engine.submit(greedy(other, 4)));  // caches the 62-token prompt's three whole blocks
-    Usage usage;
-    EXPECT_EQ(tokens_of(*engine.submit(greedy(texts[7], 24)), &usage), alone[7]);
-    EXPECT_EQ(usage.cached_tokens, 48);
-  }
-  {
-    SCOPED_TRACE("preemption");
-    // 14 blocks of 16 tokens cannot hold eight sequences of 44 to 86 tokens.
-    Engine engine(session, config(256, 14));
-    std::vector<std::shared_ptr<RequestStream>> streams;
-    for (const auto& t : texts) streams.push_back(engine.submit(greedy(t, 24)));
-    for (std::size_t i = 0; i < texts.size(); ++i) EXPECT_EQ(tokens_of(*streams[i]), alone[i]) << i;
-    EXPECT_GT(engine.stats().num_preemptions, 0);
-  }
+  folio::testing::expect_engine_invariance(open_model_session(o), folio::testing::InvarianceCase{});
 }
 
 // --max-model-len up to the context the rope scaling allows works; past it,

@@ -20,6 +20,7 @@
 #include "model/arch/registry.h"
 #include "model/hf_checkpoint.h"
 #include "model/model_loader.h"
+#include "support/engine_invariance.h"
 #include "support/greedy_runner.h"
 #include "support/temp_path.h"
 #include "support/test_backend.h"
@@ -147,96 +148,25 @@ TEST(GptOss, SinksAndExpertBiasesChangeTheLogits) {
   }
 }
 
-class GptOssEngineTest : public ::testing::TestWithParam<const char*> {
- protected:
-  static EngineConfig config(int batched_tokens = 512, std::int64_t blocks = 0) {
-    EngineConfig c;
-    c.max_num_batched_tokens = batched_tokens;
-    c.max_num_seqs = 16;
-    c.max_model_len = 512;
-    c.kv_num_blocks = blocks > 0 ? blocks : 160;
-    c.enable_prefix_caching = true;
-    return c;
-  }
+class GptOssEngineTest : public ::testing::TestWithParam<const char*> {};
 
-  static EngineRequest greedy(std::vector<TokenId> prompt, int max_tokens) {
-    EngineRequest r;
-    r.prompt = std::move(prompt);
-    r.params.temperature = 0;
-    r.params.max_tokens = max_tokens;
-    r.params.ignore_eos = true;
-    return r;
-  }
-
-  static std::vector<TokenId> tokens_of(RequestStream& stream, Usage* usage = nullptr) {
-    std::vector<TokenId> out;
-    while (auto o = stream.next()) {
-      EXPECT_EQ(o->error, "");
-      for (const auto& d : o->deltas) out.insert(out.end(), d.token_ids.begin(), d.token_ids.end());
-      if (usage != nullptr) *usage = o->usage;
-      if (o->finished) break;
-    }
-    return out;
-  }
-
-  // Six prompts of 40 to 215 tokens: most cross the 128-token window, and
-  // their 24 generated tokens more.
-  static std::vector<std::vector<TokenId>> prompts(std::int64_t vocab) {
-    std::vector<std::vector<TokenId>> out;
-    for (int p = 0; p < 6; ++p) {
-      std::vector<TokenId> ids;
-      for (int i = 0; i < 40 + 35 * p; ++i) ids.push_back(static_cast<TokenId>((7 + 31 * i + 53 * p) % vocab));
-      out.push_back(ids);
-    }
-    return out;
-  }
-};
-
+// Six prompts of 40 to 215 tokens: most cross the 128-token window, and
+// their 24 generated tokens more; the 215-token one's 13 whole blocks are the
+// prefix hit, past the window; 30 blocks cannot hold all six at once.
 TEST_P(GptOssEngineTest, BatchingChunkingPrefixHitsAndPreemptionChangeNoGreedyOutput) {
   ModelSessionOptions o;
   o.backend = folio::testing::test_backend_options(2);
   o.model_path = tiny_dir("gpt_oss") + GetParam();
-  const auto session = open_model_session(o);
-  const auto texts = prompts(session->config().vocab_size);
-  std::vector<std::vector<TokenId>> alone;
-  for (const auto& t : texts) {
-    EngineConfig c = config();
-    c.enable_prefix_caching = false;
-    Engine engine(session, c);
-    alone.push_back(tokens_of(*engine.submit(greedy(t, 24))));
-    ASSERT_EQ(alone.back().size(), 24u);
-  }
-  {
-    SCOPED_TRACE("batched");
-    Engine engine(session, config());
-    std::vector<std::shared_ptr<RequestStream>> streams;
-    for (const auto& t : texts) streams.push_back(engine.submit(greedy(t, 24)));
-    for (std::size_t i = 0; i < texts.size(); ++i) EXPECT_EQ(tokens_of(*streams[i]), alone[i]) << i;
-  }
-  for (int chunk : {1, 7, 64}) {
-    SCOPED_TRACE("chunk " + std::to_string(chunk));
-    Engine engine(session, config(chunk));
-    EXPECT_EQ(tokens_of(*engine.submit(greedy(texts[5], 24))), alone[5]);
-  }
-  {
-    SCOPED_TRACE("prefix hit past the window");
-    Engine engine(session, config());
-    std::vector<TokenId> other = texts[5];
-    other.back() = static_cast<TokenId>((other.back() + 1) % session->config().vocab_size);
-    tokens_of(*engine.submit(greedy(other, 4)));  // caches the 215-token prompt's 13 whole blocks
-    Usage usage;
-    EXPECT_EQ(tokens_of(*engine.submit(greedy(texts[5], 24)), &usage), alone[5]);
-    EXPECT_EQ(usage.cached_tokens, 208);
-  }
-  {
-    SCOPED_TRACE("preemption");
-    // 30 blocks of 16 tokens cannot hold six sequences of 64 to 239 tokens.
-    Engine engine(session, config(512, 30));
-    std::vector<std::shared_ptr<RequestStream>> streams;
-    for (const auto& t : texts) streams.push_back(engine.submit(greedy(t, 24)));
-    for (std::size_t i = 0; i < texts.size(); ++i) EXPECT_EQ(tokens_of(*streams[i]), alone[i]) << i;
-    EXPECT_GT(engine.stats().num_preemptions, 0);
-  }
+  folio::testing::InvarianceCase c;
+  c.max_model_len = 512;
+  c.max_num_batched_tokens = 512;
+  c.num_blocks = 160;
+  c.num_preempting_blocks = 30;
+  c.chunk_sizes = {1, 7, 64};
+  c.num_prompts = 6;
+  c.first_prompt_len = 40;
+  c.prompt_len_step = 35;
+  folio::testing::expect_engine_invariance(open_model_session(o), c);
 }
 
 // The Hugging Face directory (MXFP4 experts repacked at load) and the GGUF
