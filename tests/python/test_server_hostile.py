@@ -494,10 +494,13 @@ def test_half_closed_request_gets_its_whole_answer(server):
     # alone, with no interim 100 Continue the client did not ask for (a client
     # that reads the first status line saw 0 of 24 tokens). Several times, so
     # that answers slower and quicker than a moment are both seen.
+    whole_text = None
     for attempt in range(3):
         for stream in (False, True):
             body = {"prompt": "Count: one, two,", "max_tokens": 40, "ignore_eos": True, "temperature": 0,
                     "stream": stream}
+            if stream:
+                body["stream_options"] = {"include_usage": True}
             s = connect(server)
             s.sendall(post("/v1/completions", body))
             s.shutdown(socket.SHUT_WR)  # a FIN: nothing more to send, still reading
@@ -508,12 +511,20 @@ def test_half_closed_request_gets_its_whole_answer(server):
             if stream:
                 events = [line[6:] for line in raw.decode().split("\n") if line.startswith("data: ")]
                 assert events[-1] == "[DONE]"
-                assert json.loads(events[-2])["choices"][0]["finish_reason"] == "length"
-                assert len(events) == 41, len(events)  # 40 tokens, then [DONE]
+                chunks = [json.loads(e) for e in events[:-1]]
+                # The last chunk carries the usage alone; the one before it ends the choice.
+                assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == 40
+                assert chunks[-2]["choices"][0]["finish_reason"] == "length"
+                # A reader slower than the engine is sent the tokens it has not yet
+                # taken in one event (the stream merges them), so the events number
+                # at most 40: the whole answer is the text they carry together.
+                assert len(chunks) - 1 <= 40
+                assert "".join(c["choices"][0]["text"] for c in chunks[:-1]) == whole_text
             else:
                 answer = body_of(raw)
                 assert answer["choices"][0]["finish_reason"] == "length"
                 assert answer["usage"]["completion_tokens"] == 40
+                whole_text = answer["choices"][0]["text"]
 
 
 def test_a_client_that_vanishes_mid_stream_is_aborted_at_its_next_token(server):
