@@ -74,8 +74,8 @@ GenerationJob make_chat_job(ChatRequest r, const ModelContext& model) {
   const std::optional<int> budget = r.fields.max_reasoning_tokens;
   const std::string budget_param = name_of("max_reasoning_tokens");
   if (r.fields.reasoning_effort) {
-    // A variable of the templates that take it (gpt-oss's); a request's own
-    // chat_template_kwargs win.
+    // The one place it reaches the template: a variable of the templates
+    // that take it (gpt-oss's); a request's own chat_template_kwargs win.
     if (model.chat_template->source().find("reasoning_effort") == std::string::npos)
       bad_request(name_of("reasoning_effort"),
                   "this model's chat template takes no reasoning effort; bound its thinking with "

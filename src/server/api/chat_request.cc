@@ -123,15 +123,11 @@ std::optional<Json> read_template_kwargs(const Json& body) {
   return *kwargs;
 }
 
-void apply_reasoning_effort(const Json* effort, const char* param, std::optional<Json>& template_kwargs) {
-  if (effort == nullptr || effort->is_null()) return;
-  const bool known = effort->is_string() && std::find(kReasoningEfforts.begin(), kReasoningEfforts.end(),
-                                                      effort->get<std::string>()) != kReasoningEfforts.end();
-  if (!known)
+void check_reasoning_effort(const std::optional<std::string>& effort, const char* param) {
+  if (!effort) return;
+  if (std::find(kReasoningEfforts.begin(), kReasoningEfforts.end(), *effort) == kReasoningEfforts.end())
     bad_request(param, fmt::format("{} must be one of \"none\", \"minimal\", \"low\", \"medium\" or \"high\", not {}",
-                                   param, describe(*effort)));
-  if (!template_kwargs) template_kwargs = Json::object();
-  if (!template_kwargs->contains("reasoning_effort")) (*template_kwargs)["reasoning_effort"] = *effort;
+                                   param, describe(Json(*effort))));
 }
 
 void read_conversation(const Json& body, ChatRequest& r) {
@@ -151,7 +147,7 @@ void read_conversation(const Json& body, ChatRequest& r) {
   if (r.continue_final_message && r.messages.back().role != "assistant")
     bad_request("continue_final_message", "continue_final_message needs the final message to be the assistant's");
   r.template_kwargs = read_template_kwargs(body);
-  apply_reasoning_effort(field_of(body, "reasoning_effort"), "reasoning_effort", r.template_kwargs);
+  check_reasoning_effort(r.fields.reasoning_effort, "reasoning_effort");
 }
 
 ChatRequest read_chat_completion(const Json& body) {

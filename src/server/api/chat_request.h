@@ -52,12 +52,13 @@ ChatMessage read_chat_message(const Json& message, std::size_t index);
 std::optional<Json> read_template_kwargs(const Json& body);
 inline constexpr std::size_t kMaxTemplateKwargs = 64;
 // OpenAI's reasoning effort (chat's reasoning_effort, Responses'
-// reasoning.effort; `param` names it in errors), handed to the template as
-// the variable `reasoning_effort`: gpt-oss's harmony template writes it into
-// its system message ("Reasoning: high"); make_chat_job refuses it (400) for
-// a template that does not read it. One of kReasoningEfforts; a
-// reasoning_effort in chat_template_kwargs wins.
+// reasoning.effort; `param` names it in errors) is read into
+// RequestFields::reasoning_effort and must be one of kReasoningEfforts.
+// make_chat_job alone hands it to the template, as the variable
+// `reasoning_effort` (gpt-oss's harmony template writes it into its system
+// message, "Reasoning: high"), and refuses it (400) for a template that does
+// not read it; a reasoning_effort in chat_template_kwargs wins.
 inline constexpr std::array<std::string_view, 5> kReasoningEfforts = {"none", "minimal", "low", "medium", "high"};
-void apply_reasoning_effort(const Json* effort, const char* param, std::optional<Json>& template_kwargs);
+void check_reasoning_effort(const std::optional<std::string>& effort, const char* param);
 
 }  // namespace folio::server

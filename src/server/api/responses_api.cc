@@ -441,8 +441,7 @@ ChatRequest read_responses_request(const Json& body) {
   }
   r.add_generation_prompt = get_bool(body, "add_generation_prompt").value_or(true);
   r.template_kwargs = read_template_kwargs(body);
-  if (const Json* reasoning = get_object(body, "reasoning"))
-    apply_reasoning_effort(field_of(*reasoning, "effort"), "reasoning.effort", r.template_kwargs);
+  check_reasoning_effort(r.fields.reasoning_effort, "reasoning.effort");
   return r;
 }
 
