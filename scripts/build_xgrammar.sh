@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds xgrammar (the grammar engine behind structured outputs) from its
-# pinned source distribution into $FOLIO_BUILD_DIR/deps/xgrammar: a static
-# library and its headers (with dlpack's; picojson is used inside only). Called by setup.sh;
-# a second run with the same pin does nothing.
+# pinned source distribution, with the fixes in scripts/patches, into
+# $FOLIO_BUILD_DIR/deps/xgrammar: a static library and its headers (with
+# dlpack's; picojson is used inside only). Called by setup.sh; a second run
+# with the same pin and patches does nothing.
 set -euo pipefail
 
 version=0.2.9
@@ -13,7 +14,12 @@ root="$(dirname "$here")"
 build_dir="${FOLIO_BUILD_DIR:-$root/build}"
 prefix="$build_dir/deps/xgrammar"
 stamp="$prefix/.built"
-[ "$(cat "$stamp" 2>/dev/null)" = "$version $sha256" ] && exit 0
+# Our fixes to it, applied in name order (each says what and why); they join
+# the stamp, so a new or changed one builds again.
+patches=("$here"/patches/xgrammar-"$version"-*.patch)
+[ -e "${patches[0]}" ] || patches=()
+built="$version $sha256${patches:+ $(cat "${patches[@]}" | sha256sum | cut -d' ' -f1)}"
+[ "$(cat "$stamp" 2>/dev/null)" = "$built" ] && exit 0
 
 # The archive is kept outside the build tree, so a fresh build dir builds
 # again without fetching again.
@@ -40,6 +46,9 @@ src="$build_dir/deps/xgrammar-src"
 rm -rf "$src" "$prefix"
 mkdir -p "$src"
 tar -xzf "$archive" -C "$src" --strip-components=1
+for p in "${patches[@]}"; do
+  patch -s -d "$src" -p1 <"$p"
+done
 # xgrammar reads its options from a config.cmake, the build dir's first (its
 # shipped cmake/config.cmake turns the Python bindings on). Our flags come
 # after its own: -fno-lto after its -flto=auto (plain objects that any linker
@@ -60,4 +69,4 @@ cmake --build "$src/build" -j "${JOBS:-$(nproc)}" >/dev/null
 cmake --install "$src/build" >/dev/null
 cp "$src/LICENSE" "$prefix/LICENSE"
 rm -rf "$src"
-echo "$version $sha256" >"$stamp"
+echo "$built" >"$stamp"

@@ -11,6 +11,7 @@ build_dir="${FOLIO_BUILD_DIR:-$root/build}"
 # One place names every Debian package the project needs.
 debian_packages=(
   build-essential cmake ninja-build pkg-config
+  patch  # our fixes to xgrammar's source (scripts/patches), applied by build_xgrammar.sh
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev libfmt-dev nlohmann-json3-dev libpcre2-dev libboost1.81-dev
   libopenblas-dev  # GPTQ (folio quantize --method gptq): Cholesky factors and matrix products

@@ -104,3 +104,40 @@ def test_random_output_never_shows_a_marker(server):
         for call in m.tool_calls or []:
             no_markers(call.function.name)
             no_markers(call.function.arguments)
+
+
+SKY = {"type": "function", "function": {
+    "name": "sky", "description": "Sky.",
+    "parameters": {"type": "object", "properties": {"c": {"type": "string", "maxLength": 4}}, "required": ["c"],
+                   "additionalProperties": False}}}
+SEA = {"type": "function", "function": {
+    "name": "sea", "description": "Sea.",
+    "parameters": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"],
+                   "additionalProperties": False}}}
+
+
+@pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "sea"}}])
+def test_a_forced_call_is_written_in_harmony_with_its_control_tokens(server, choice):
+    # No regex here: the grammar forces the call, its markers as the control
+    # tokens they are, and the random model's call comes back as a tool call
+    # whose arguments fit the schema, streamed or not.
+    r = chat(server, tools=[SKY, SEA], tool_choice=choice, max_tokens=300)
+    c = r.choices[0]
+    assert c.finish_reason == "tool_calls", c
+    assert not c.message.content, c
+    [call] = c.message.tool_calls
+    args = json.loads(call.function.arguments)
+    if isinstance(choice, dict):
+        assert call.function.name == "sea"
+    if call.function.name == "sea":
+        assert list(args) == ["n"] and isinstance(args["n"], int), args
+    else:
+        assert call.function.name == "sky" and list(args) == ["c"] and len(args["c"]) <= 4, args
+    name, arguments = None, ""
+    for chunk in chat(server, tools=[SKY, SEA], tool_choice=choice, max_tokens=300, stream=True):
+        for delta in chunk.choices:
+            no_markers(delta.delta.content)
+            for tc in delta.delta.tool_calls or []:
+                name = tc.function.name or name
+                arguments += tc.function.arguments or ""
+    assert (name, json.loads(arguments)) == (call.function.name, args)

@@ -113,15 +113,18 @@ std::shared_ptr<const CompiledConstraint> ConstraintCompiler::compile_uncached(c
   {
     std::lock_guard lock(mutex_);
     if (!state_) {
-      // xgrammar sees each token as the bytes it decodes to; control tokens
-      // decode to nothing, which xgrammar never allows, and the model's
-      // end-of-generation tokens end the constraint.
+      // xgrammar sees each token as the bytes it decodes to, and the model's
+      // end-of-generation tokens end the constraint. A control token is seen
+      // as the byte 0xFF, which no UTF-8 text holds: no text grammar allows
+      // it, and a structural tag may name it by id (harmony's markers).
+      // (xgrammar refuses a token that decodes to nothing, even by id.)
       // Ids the model scores past the tokenizer's are never allowed; tokens
       // past the model's scores (a vocab larger than the output) are dropped.
       const Vocab& vocab = tokenizer_.vocab();
       const std::int64_t n = std::min(vocab.size(), vocab_size_);
       std::vector<std::string> pieces(static_cast<std::size_t>(n));
-      for (TokenId id = 0; id < n; ++id) pieces[static_cast<std::size_t>(id)] = tokenizer_.token_to_piece(id, false);
+      for (TokenId id = 0; id < n; ++id)
+        pieces[static_cast<std::size_t>(id)] = vocab.is_control(id) ? "\xFF" : tokenizer_.token_to_piece(id, false);
       std::vector<std::int32_t> stops;
       for (TokenId id : vocab.end_of_generation_ids)
         if (id < n) stops.push_back(id);

@@ -5,6 +5,7 @@
 
 #include "server/api/api_error.h"
 #include "server/api/chat_request.h"
+#include "server/api/harmony_constraint.h"
 #include "server/api/reasoning.h"
 #include "server/api/tool_conversation.h"
 
@@ -59,6 +60,23 @@ std::vector<TokenId> encode_conversation(const ChatRequest& r, const ModelContex
   }
 }
 
+// A forced call in the harmony format; auto and none stay free (the
+// parser reads the calls).
+std::optional<ConstraintSpec> harmony_constraint(const ToolRequest& tools, const ModelContext& model) {
+  if (tools.choice == ToolRequest::Choice::kAuto || tools.choice == ToolRequest::Choice::kNone) return std::nullopt;
+  const Vocab& vocab = model.tokenizer->vocab();
+  const std::optional<HarmonyTokens> ids = find_harmony_tokens(vocab);
+  if (!ids)
+    bad_request("tool_choice",
+                "this model's template writes the harmony format, but its vocabulary lacks harmony's control tokens "
+                "(<|start|>, <|channel|>, <|message|>, <|constrain|>, <|end|>), so a call cannot be forced: use "
+                "tool_choice \"auto\"");
+  std::vector<TokenId> control;
+  for (TokenId id = 0; id < vocab.size(); ++id)
+    if (vocab.is_control(id)) control.push_back(id);
+  return harmony_call_constraint(tools, *ids, control);
+}
+
 }  // namespace
 
 std::vector<TokenId> tokenize_chat(const ChatRequest& request, const ModelContext& model, bool add_special_tokens) {
@@ -98,10 +116,6 @@ GenerationJob make_chat_job(ChatRequest r, const ModelContext& model) {
     // The harmony template reads every assistant content as a string; a
     // call's null content (what OpenAI clients send back) is the empty one.
     for (ChatMessage& m : r.messages) m.content_null = false;
-    if (job.tools && job.tools->choice != ToolRequest::Choice::kAuto && job.tools->choice != ToolRequest::Choice::kNone)
-      bad_request("tool_choice",
-                  "this model writes tool calls in the harmony format, which folio does not constrain yet: use "
-                  "tool_choice \"auto\" (or \"none\")");
   }
   // The tags that open calls are control tokens in most families' vocabularies
   // ([TOOL_CALLS], <|tool_call|>, <|python_tag|>), as are Mistral's [THINK]
@@ -124,7 +138,7 @@ GenerationJob make_chat_job(ChatRequest r, const ModelContext& model) {
     const Thinking thinking = !job.reasoning ? Thinking::kNone
                               : job.reasoning_starts_inside ? Thinking::kOpen
                                                             : Thinking::kMayOpen;
-    if (auto spec = tool_constraint(*job.tools, model.tool_format, thinking)) {
+    if (auto spec = job.harmony ? harmony_constraint(*job.tools, model) : tool_constraint(*job.tools, model.tool_format, thinking)) {
       if (job.params.constraint) {
         // Forced calls and a response format cannot both hold; with auto the
         // response format wins and calls are still read from the output.

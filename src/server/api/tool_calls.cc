@@ -24,11 +24,6 @@ Json tag(const std::string& begin, Json content, const std::string& end) {
   return Json{{"type", "tag"}, {"begin", begin}, {"content", std::move(content)}, {"end", end}};
 }
 
-// One white-space character at a time: a small model left free spends its
-// tokens on indentation.
-Json json_content(const Json& schema) {
-  return Json{{"type", "json_schema"}, {"json_schema", schema}, {"max_whitespace_cnt", 1}};
-}
 
 // ---- Python-style arguments as a grammar -----------------------------------
 // `key=value, ...` for one tool's parameters: required keys always, optional
@@ -265,6 +260,12 @@ std::optional<ToolRequest> read_tools(const Json* tools, const Json* choice, std
 }
 
 
+Json tool_arguments_format(const Json& schema) {
+  // One white-space character at a time: a small model left free spends its
+  // tokens on indentation.
+  return Json{{"type", "json_schema"}, {"json_schema", schema}, {"max_whitespace_cnt", 1}};
+}
+
 std::optional<ConstraintSpec> tool_constraint(const ToolRequest& tools, ToolFormat format, Thinking thinking) {
   if (tools.choice == ToolRequest::Choice::kNone || format == ToolFormat::kHarmony) return std::nullopt;
   const bool forced = tools.choice != ToolRequest::Choice::kAuto;
@@ -283,7 +284,7 @@ std::optional<ConstraintSpec> tool_constraint(const ToolRequest& tools, ToolForm
       case ToolFormat::kHermes:
       case ToolFormat::kGeneric:
         tags.push_back(tag(fmt::format("{}\n{{\"name\": \"{}\", \"arguments\": ", kCallOpen, name),
-                           json_content(schema), fmt::format("}}\n{}", kCallClose)));
+                           tool_arguments_format(schema), fmt::format("}}\n{}", kCallClose)));
         break;
       case ToolFormat::kQwenXml:
         tags.push_back(tag(fmt::format("{}\n<function={}>\n", kCallOpen, name),
@@ -295,20 +296,20 @@ std::optional<ConstraintSpec> tool_constraint(const ToolRequest& tools, ToolForm
       case ToolFormat::kMistral:
       case ToolFormat::kGranite:
       case ToolFormat::kPhi4Mini:
-        tags.push_back(tag(fmt::format("{{\"name\": \"{}\", \"arguments\": ", name), json_content(schema), "}"));
+        tags.push_back(tag(fmt::format("{{\"name\": \"{}\", \"arguments\": ", name), tool_arguments_format(schema), "}"));
         break;
       case ToolFormat::kMistralArgs:
-        tags.push_back(tag(name + "[ARGS]", json_content(schema), ""));
+        tags.push_back(tag(name + "[ARGS]", tool_arguments_format(schema), ""));
         break;
       case ToolFormat::kLlama3:
-        tags.push_back(tag(fmt::format("{{\"name\": \"{}\", \"parameters\": ", name), json_content(schema), "}"));
+        tags.push_back(tag(fmt::format("{{\"name\": \"{}\", \"parameters\": ", name), tool_arguments_format(schema), "}"));
         break;
       case ToolFormat::kPythonic:
         tags.push_back(
             tag(name + "(", Json{{"type", "grammar"}, {"grammar", pythonic_arguments_grammar(schema)}}, ")"));
         break;
       case ToolFormat::kGlm4:
-        tags.push_back(tag(name + "\n", json_content(schema), ""));
+        tags.push_back(tag(name + "\n", tool_arguments_format(schema), ""));
         break;
       case ToolFormat::kHarmony:
         break;

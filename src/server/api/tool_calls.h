@@ -70,10 +70,13 @@ std::optional<ToolRequest> read_tools(const Json& body);
 enum class Thinking { kNone, kMayOpen, kOpen };
 
 // The constraint for the request's choice in `format`; nullopt for kNone,
-// and for kHarmony (its calls are not constrained yet).
+// and for kHarmony (harmony_call_constraint, which names control tokens).
 // A forced call comes after the thinking, which stays free text.
 std::optional<ConstraintSpec> tool_constraint(const ToolRequest& tools, ToolFormat format,
                                               Thinking thinking = Thinking::kNone);
+
+// A call's arguments in a structural tag: JSON that fits `schema`.
+Json tool_arguments_format(const Json& schema);
 
 // The system text that describes `tools` to a model whose template knows none.
 std::string generic_tools_prompt(const ToolRequest& tools);
