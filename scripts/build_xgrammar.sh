@@ -47,7 +47,11 @@ rm -rf "$src" "$prefix"
 mkdir -p "$src"
 tar -xzf "$archive" -C "$src" --strip-components=1
 for p in "${patches[@]}"; do
-  patch -s -d "$src" -p1 <"$p"
+  if command -v patch >/dev/null; then
+    patch -s -d "$src" -p1 <"$p"
+  else  # a machine set up by other means (the GPU kit's): git applies it outside a repository too
+    (cd "$src" && git apply -p1 "$p")
+  fi
 done
 # xgrammar reads its options from a config.cmake, the build dir's first (its
 # shipped cmake/config.cmake turns the Python bindings on). Our flags come
