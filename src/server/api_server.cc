@@ -14,6 +14,7 @@
 #include "server/api/responses_api.h"
 #include "server/api/unix_time.h"
 #include "server/api/utf8_text.h"
+#include "server/exchange_wrappers.h"
 #include "server/prometheus_metrics.h"
 
 namespace folio::server {
@@ -188,65 +189,6 @@ const ApiServer::Route* ApiServer::find_route(const std::string& method, const s
   return found;
 }
 
-namespace {
-
-// An exchange whose answers carry more header fields (CORS).
-class FieldsExchange final : public HttpExchange {
- public:
-  FieldsExchange(HttpExchange& inner, HttpFields fields) : inner_(inner), fields_(std::move(fields)) {}
-  void respond(HttpResponse response) override {
-    response.fields.insert(response.fields.end(), fields_.begin(), fields_.end());
-    inner_.respond(std::move(response));
-  }
-  void begin_stream(int status, const std::string& content_type, const HttpFields& fields) override {
-    HttpFields all = fields;
-    all.insert(all.end(), fields_.begin(), fields_.end());
-    inner_.begin_stream(status, content_type, all);
-  }
-  bool write(std::string bytes) override { return inner_.write(std::move(bytes)); }
-  void end_stream() override { inner_.end_stream(); }
-  bool client_gone() const override { return inner_.client_gone(); }
-  void on_gone(std::function<void()> callback) override { inner_.on_gone(std::move(callback)); }
-  void release_body() override { inner_.release_body(); }
-  void note(std::string text) override { inner_.note(std::move(text)); }
-
- private:
-  HttpExchange& inner_;
-  HttpFields fields_;
-};
-
-}  // namespace
-
-namespace {
-
-// An exchange that keeps a whole answer instead of sending it: the cascade
-// reads the small model's answer before it decides what the client gets.
-class CapturingExchange final : public HttpExchange {
- public:
-  explicit CapturingExchange(HttpExchange& client) : client_(client) {}
-  void respond(HttpResponse response) override { response_ = std::move(response); }
-  void begin_stream(int status, const std::string& content_type, const HttpFields& fields) override {
-    response_.status = status;
-    response_.content_type = content_type;
-    response_.fields = fields;
-  }
-  bool write(std::string bytes) override {
-    response_.body += bytes;
-    return !client_.client_gone();
-  }
-  void end_stream() override {}
-  bool client_gone() const override { return client_.client_gone(); }
-  void on_gone(std::function<void()> callback) override { client_.on_gone(std::move(callback)); }
-  void release_body() override { client_.release_body(); }
-  void note(std::string text) override { client_.note(std::move(text)); }
-  HttpResponse& response() { return response_; }
-
- private:
-  HttpExchange& client_;
-  HttpResponse response_;
-};
-
-}  // namespace
 
 HttpFields ApiServer::cors_fields(const HttpRequest& head) const {
   const std::string* origin = head.field("origin");
@@ -585,71 +527,6 @@ void ApiServer::run_chat(const HttpRequest& req, HttpExchange& ex, ChatRequest (
   auto s = served(chat.fields.model, /*for_work=*/true);
   GenerationJob job = make_chat_job(std::move(chat), s->context);
   run_job(req, ex, *s, std::move(job), shape);
-}
-
-const CascadeSpec* ApiServer::cascade_named(const std::optional<std::string>& name) const {
-  if (!name) return nullptr;
-  for (const CascadeSpec& c : options_.cascades)
-    if (c.name == *name) return &c;
-  return nullptr;
-}
-
-void ApiServer::run_cascade(const HttpRequest& req, HttpExchange& ex, const Json& body, ChatRequest chat,
-                            const CascadeSpec& cascade, const ShapeMaker& shape) {
-  if (shape)
-    throw ApiError(400, fmt::format("`{}` is a cascade, which answers POST /v1/chat/completions only", cascade.name),
-                   "model");
-  if (chat.fields.stream)
-    throw ApiError(400, fmt::format("`{}` is a cascade, whose answer is not streamed: its small model's answer is "
-                                    "read whole before it is sent or passed on; send \"stream\": false",
-                                    cascade.name),
-                   "stream");
-  if (chat.fields.sampling.n != 1)
-    throw ApiError(400, fmt::format("`{}` is a cascade, which gives one answer per request (n = 1)", cascade.name),
-                   "n");
-  double threshold = cascade.threshold;
-  if (const Json* t = field_of(body, "cascade_threshold")) {
-    if (!t->is_number()) bad_request("cascade_threshold", "cascade_threshold must be a number");
-    threshold = t->get<double>();
-  }
-  const bool asked_logprobs = chat.logprobs;
-  const int asked_top = chat.fields.sampling.logprobs.value_or(0);
-
-  ChatRequest first = chat;
-  first.fields.model = cascade.small;
-  first.logprobs = true;
-  first.fields.sampling.logprobs = std::max(asked_top, 2);
-  auto small = served(cascade.small, /*for_work=*/true);
-  CapturingExchange captured(ex);
-  run_job(req, captured, *small, make_chat_job(std::move(first), small->context), {});
-  HttpResponse& answer = captured.response();
-  if (answer.status != 200) return ex.respond(std::move(answer));  // the small model's refusal is the answer
-
-  Json response = parse_json_object(answer.body);
-  const double confidence = answer_confidence(response, cascade.measure);
-  const bool escalate = !(confidence >= threshold);
-  {
-    std::lock_guard lock(mutex_);
-    ++cascade_answers_[{cascade.name, escalate ? "large" : "small"}];
-  }
-  HttpFields fields = {{"X-Folio-Cascade", escalate ? "large" : "small"},
-                       {"X-Folio-Cascade-Confidence", fmt::format("{:.6f}", confidence)}};
-  // The request log's note: which answered, and why (after the run, whose own note it replaces).
-  const std::string note = fmt::format("cascade {}: {} ({} {:.4f} vs {:.4f})", cascade.name,
-                                       escalate ? "large" : "small", cascade_measure_name(cascade.measure),
-                                       confidence, threshold);
-  if (!escalate) {
-    ex.note(note);
-    trim_logprobs(response, asked_logprobs, asked_top);
-    answer.body = dump_json(response);
-    answer.fields.insert(answer.fields.end(), fields.begin(), fields.end());
-    return ex.respond(std::move(answer));
-  }
-  chat.fields.model = cascade.large;
-  auto large = served(cascade.large, /*for_work=*/true);
-  FieldsExchange with_fields(ex, std::move(fields));
-  run_job(req, with_fields, *large, make_chat_job(std::move(chat), large->context), {});
-  ex.note(note);
 }
 
 namespace {

@@ -80,4 +80,58 @@ void trim_logprobs(Json& response, bool asked, int top_logprobs) {
   }
 }
 
+std::string stream_events_of(const Json& response, bool include_usage) {
+  const auto field = [&response](const char* name) { return response.contains(name) ? response[name] : Json(nullptr); };
+  const auto envelope = [&] {
+    return Json{{"id", field("id")},
+                {"object", "chat.completion.chunk"},
+                {"created", field("created")},
+                {"model", field("model")},
+                {"system_fingerprint", field("system_fingerprint")}};
+  };
+  std::string out;
+  const auto event = [&out, include_usage](Json chunk, bool usage_slot) {
+    if (usage_slot && include_usage) chunk["usage"] = nullptr;
+    out += "data: " + dump_json(chunk) + "\n\n";
+  };
+  const Json choices = field("choices");
+  for (const Json& choice : choices.is_array() ? choices : Json::array()) {
+    const Json index = choice.contains("index") ? choice["index"] : Json(0);
+    Json opening = envelope();
+    opening["choices"] = Json::array(
+        {Json{{"index", index}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr},
+              {"finish_reason", nullptr}}});
+    event(std::move(opening), true);
+    // The whole message in one delta, with its logprobs and its end.
+    const Json message = choice.contains("message") ? choice["message"] : Json::object();
+    Json delta = Json::object();
+    for (const char* name : {"reasoning_content", "content"})
+      if (message.contains(name) && message[name].is_string() && !message[name].get_ref<const std::string&>().empty())
+        delta[name] = message[name];
+    if (message.contains("tool_calls") && message["tool_calls"].is_array() && !message["tool_calls"].empty()) {
+      Json calls = Json::array();
+      for (const Json& call : message["tool_calls"]) {
+        Json c = call;
+        c["index"] = calls.size();
+        calls.push_back(std::move(c));
+      }
+      delta["tool_calls"] = std::move(calls);
+    }
+    Json body = envelope();
+    body["choices"] = Json::array({Json{{"index", index},
+                                        {"delta", std::move(delta)},
+                                        {"logprobs", choice.contains("logprobs") ? choice["logprobs"] : Json(nullptr)},
+                                        {"finish_reason", choice.contains("finish_reason") ? choice["finish_reason"] : Json(nullptr)}}});
+    if (choice.contains("stop_reason")) body["choices"][0]["stop_reason"] = choice["stop_reason"];
+    event(std::move(body), true);
+  }
+  if (include_usage) {
+    Json usage = envelope();
+    usage["choices"] = Json::array();
+    usage["usage"] = field("usage");
+    event(std::move(usage), false);
+  }
+  return out + "data: [DONE]\n\n";
+}
+
 }  // namespace folio::server

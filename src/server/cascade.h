@@ -41,4 +41,10 @@ double answer_confidence(const Json& response, CascadeMeasure measure);
 // would have it: logprobs the cascade asked for itself taken out.
 void trim_logprobs(Json& response, bool asked, int top_logprobs);
 
+// A whole chat completion body told as a stream's events, as a client that
+// asked for a stream reads them: per choice an opening chunk (the role), one
+// chunk with the whole message (reasoning, content, tool calls), its logprobs
+// and its finish; the usage chunk when asked; then [DONE].
+std::string stream_events_of(const Json& response, bool include_usage);
+
 }  // namespace folio::server

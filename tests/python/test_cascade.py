@@ -3,7 +3,7 @@ NAME=SMALL,LARGE` serves a name whose chat requests the small model answers
 when its answer's score clears the threshold, and the large one otherwise; the
 answer is that model's own, bit for bit, its `model` field and the
 X-Folio-Cascade header say which answered, logprobs come back as the client
-asked, and /metrics counts the answers. The threshold is set per request here
+asked, streamed or not, and /metrics counts the answers. The threshold is set per request here
 (cascade_threshold) so that both ways are taken for sure. SmolLM2-135M is the
 small model, Gemma 3 270M the large one."""
 import subprocess
@@ -66,10 +66,29 @@ def test_logprobs_come_back_as_asked(server):
     assert all(len(t.top_logprobs) == 1 for t in r.choices[0].logprobs.content)
 
 
+@pytest.mark.parametrize("threshold,by,model", [(-1e9, "small", SMOL), (1e9, "large", "gemma")])
+def test_a_streamed_answer_is_the_same_answer(server, threshold, by, model):
+    # The small answer is read whole before the cascade decides: a sure one
+    # comes as a stream in one delta, an unsure one is the large model's,
+    # streamed as it is written. Either way the text, the finish, the usage
+    # and the headers are those of the answer unstreamed.
+    with client(server).chat.completions.with_streaming_response.create(
+            model="cascade", messages=QUESTION, max_tokens=12, temperature=0, stream=True,
+            stream_options={"include_usage": True}, extra_body={"cascade_threshold": threshold}) as raw:
+        assert raw.headers["x-folio-cascade"] == by
+        assert raw.headers["content-type"].startswith("text/event-stream")
+        chunks = list(raw.parse())
+    want = direct(server, model)
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == want.choices[0].message.content
+    assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == \
+        [want.choices[0].finish_reason]
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == want.usage.completion_tokens
+    assert {c.model for c in chunks} == {model} and len({c.id for c in chunks}) == 1
+    assert all(c.choices[0].logprobs is None for c in chunks if c.choices)
+
+
 def test_what_a_cascade_cannot_do_is_a_400(server):
-    with pytest.raises(openai.BadRequestError) as e:
-        client(server).chat.completions.create(model="cascade", messages=QUESTION, max_tokens=4, stream=True)
-    assert e.value.body["param"] == "stream"
     with pytest.raises(openai.BadRequestError) as e:
         client(server).chat.completions.create(model="cascade", messages=QUESTION, max_tokens=4, n=2)
     assert e.value.body["param"] == "n"
