@@ -48,7 +48,10 @@ bool path_matches(const char* route, const std::string& path) {
 ApiServer::ApiServer(ServerOptions options)
     : options_(std::move(options)), started_unix_(unix_seconds()), pool_(options_.models) {
   http_ = std::make_unique<HttpServer>(options_.http, static_cast<HttpHandler&>(*this));
-  if (options_.web.enabled) web_ = std::make_unique<WebPage>(options_.web);
+  if (options_.web.enabled) {
+    if (!options_.cascades.empty()) options_.web.cascades = [this] { return cascade_answers(); };
+    web_ = std::make_unique<WebPage>(options_.web);
+  }
   responses_ = std::make_unique<ResponseStore>(options_.max_stored_responses, options_.max_stored_response_bytes);
 }
 
@@ -403,13 +406,10 @@ void ApiServer::metrics(const HttpRequest&, HttpExchange& ex) {
     r.body +=
         "# HELP folio:cascade_answers_total Answers of a cascade (--cascade) by the model that gave them.\n"
         "# TYPE folio:cascade_answers_total counter\n";
-    std::lock_guard lock(mutex_);
-    for (const CascadeSpec& c : options_.cascades)
-      for (const char* by : {"small", "large"}) {
-        const auto it = cascade_answers_.find({c.name, by});
-        r.body += fmt::format("folio:cascade_answers_total{{model_name=\"{}\",answered_by=\"{}\"}} {}\n", c.name, by,
-                              it == cascade_answers_.end() ? 0 : it->second);
-      }
+    for (const Json& c : cascade_answers())
+      for (const char* by : {"small", "large"})
+        r.body += fmt::format("folio:cascade_answers_total{{model_name=\"{}\",answered_by=\"{}\"}} {}\n",
+                              c["name"].get<std::string>(), by, c[std::string("answered_") + by].get<std::int64_t>());
   }
   ex.respond(std::move(r));
 }

@@ -138,6 +138,8 @@ class ApiServer final : private HttpHandler {
   void run_cascade(const HttpRequest& req, HttpExchange& ex, const Json& body, ChatRequest chat,
                    const CascadeSpec& cascade, const ShapeMaker& shape);
   const CascadeSpec* cascade_named(const std::optional<std::string>& name) const;
+  // Each cascade and its answers so far, by the model that gave them.
+  Json cascade_answers() const;
   void tokenize(const HttpRequest& req, HttpExchange& ex);
   void detokenize(const HttpRequest& req, HttpExchange& ex);
   void health(const HttpRequest& req, HttpExchange& ex);

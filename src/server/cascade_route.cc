@@ -20,6 +20,23 @@ const CascadeSpec* ApiServer::cascade_named(const std::optional<std::string>& na
   return nullptr;
 }
 
+Json ApiServer::cascade_answers() const {
+  Json out = Json::array();
+  std::lock_guard lock(mutex_);
+  for (const CascadeSpec& c : options_.cascades) {
+    const auto count = [&](const char* by) {
+      const auto it = cascade_answers_.find({c.name, by});
+      return it == cascade_answers_.end() ? std::int64_t{0} : it->second;
+    };
+    out.push_back(Json{{"name", c.name},
+                       {"small", c.small},
+                       {"large", c.large},
+                       {"answered_small", count("small")},
+                       {"answered_large", count("large")}});
+  }
+  return out;
+}
+
 void ApiServer::run_cascade(const HttpRequest& req, HttpExchange& ex, const Json& body, ChatRequest chat,
                             const CascadeSpec& cascade, const ShapeMaker& shape) {
   if (shape)

@@ -3,10 +3,13 @@ NAME=SMALL,LARGE` serves a name whose chat requests the small model answers
 when its answer's score clears the threshold, and the large one otherwise; the
 answer is that model's own, bit for bit, its `model` field and the
 X-Folio-Cascade header say which answered, logprobs come back as the client
-asked, streamed or not, and /metrics counts the answers. The threshold is set per request here
+asked, streamed or not, and /metrics and the web page's live view count the
+answers. The threshold is set per request here
 (cascade_threshold) so that both ways are taken for sure. SmolLM2-135M is the
 small model, Gemma 3 270M the large one."""
+import shutil
 import subprocess
+import time
 
 import httpx
 import openai
@@ -106,6 +109,36 @@ def test_models_and_metrics_show_the_cascade(server):
               for line in page.splitlines() if line.startswith("folio:cascade_answers_total")}
     assert counts["small"] >= 2 and counts["large"] >= 1
     assert "cascade cascade: large" in server.log()
+
+
+def test_the_live_view_shows_the_cascade(server, tmp_path_factory):
+    # /api/live counts each cascade's answers by the model that gave them, and
+    # the page's live view (headless Chromium) shows the share escalated.
+    [c] = httpx.get(server.url + "/api/live", timeout=30).json()["cascades"]
+    assert (c["name"], c["small"], c["large"]) == ("cascade", SMOL, "gemma")
+    assert c["answered_small"] >= 2 and c["answered_large"] >= 1
+    from test_web_page import need
+    chromium = need("chromium (Debian package chromium)", shutil.which("chromium"))
+    need("chromedriver (Debian package chromium-driver)", shutil.which("chromedriver"))
+    from selenium import webdriver
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for arg in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                "--user-data-dir=" + str(tmp_path_factory.mktemp("chromium"))]:
+        options.add_argument(arg)
+    browser = webdriver.Chrome(options=options)
+    try:
+        browser.get(server.url + "/#live")
+        card = "const b = document.querySelector('#live-cascades .card'); return b ? b.textContent : ''"
+        deadline = time.monotonic() + 30
+        while "cascade answers escalated to gemma" not in browser.execute_script(card):
+            assert time.monotonic() < deadline, browser.execute_script(card)
+            time.sleep(0.1)
+        total = c["answered_small"] + c["answered_large"]  # no request ran since: the same counts
+        share = f"{c['answered_large'] / total * 100:.1f}".rstrip("0").rstrip(".")
+        assert browser.execute_script(card) == f"{share}%of {total} cascade answers escalated to gemma"
+    finally:
+        browser.quit()
 
 
 def test_a_cascade_of_models_not_served_is_refused(tmp_path_factory):

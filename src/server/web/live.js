@@ -3,7 +3,7 @@
 // change in generated tokens over the change in the server's time_s); the
 // block map is drawn as a grid of SVG squares, one per cell of the map.
 import { apiJson } from "./api.js";
-import { $, number, svg } from "./dom.js";
+import { $, el, number, svg } from "./dom.js";
 
 const PERIOD_MS = 1000;
 const HISTORY = 120;   // samples: two minutes
@@ -58,6 +58,22 @@ function drawHistory() {
     svg("text", { x: W - right, y: H - 4, "text-anchor": "end", text: "now" }));
 }
 
+// A card per cascade: the share of its answers the large model gave.
+function drawCascades(cascades) {
+  const box = $("live-cascades");
+  box.hidden = !cascades.length;
+  box.replaceChildren(...cascades.map((c) => {
+    const total = c.answered_small + c.answered_large;
+    return el("div", {
+      class: "card",
+      title: `${c.small} answered ${number(c.answered_small)}, ${c.large} ${number(c.answered_large)}`,
+    }, [
+      el("b", { text: total ? percent(c.answered_large / total) : "-" }),
+      el("span", { text: `of ${number(total)} ${c.name} answers escalated to ${c.large}` }),
+    ]);
+  }));
+}
+
 function draw(s) {
   const kv = s.kv;
   let tps = 0;
@@ -92,6 +108,7 @@ async function poll() {
   const begun = performance.now();
   try {
     const s = await apiJson("/api/live");
+    drawCascades(s.cascades || []);
     if (!s.ready) {
       $("live-status").textContent = "the model is loading...";
     } else {

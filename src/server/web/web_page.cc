@@ -84,13 +84,16 @@ void WebPage::file(const HttpRequest& request, HttpExchange& exchange) const {
 
 void WebPage::live(HttpExchange& exchange, const Engine* engine) const {
   const double time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
-  if (engine == nullptr) return exchange.respond(json_response({{"time_s", time_s}, {"ready", false}}));
-  // The block counts of the same moment as the map, so that the page's grid and
-  // its "in use" and "cached" figures agree.
-  EngineStats stats = engine->stats();
-  const std::string map = engine->kv_block_map(&stats.kv);
-  Json j = live_json(stats, map, time_s);
-  j["ready"] = true;
+  Json j = {{"time_s", time_s}, {"ready", false}};
+  if (engine != nullptr) {
+    // The block counts of the same moment as the map, so that the page's grid
+    // and its "in use" and "cached" figures agree.
+    EngineStats stats = engine->stats();
+    const std::string map = engine->kv_block_map(&stats.kv);
+    j = live_json(stats, map, time_s);
+    j["ready"] = true;
+  }
+  j["cascades"] = options_.cascades ? options_.cascades() : Json::array();
   exchange.respond(json_response(j));
 }
 

@@ -13,6 +13,7 @@
 
 #include "engine/engine.h"
 #include "kv/capacity_planner.h"
+#include "server/api/json_fields.h"
 #include "server/http/http_server.h"
 
 namespace folio::server {
@@ -23,6 +24,9 @@ struct WebPageOptions {
   // "this machine"; called once, when the planner is first opened. Unset:
   // the planner offers no such device.
   std::function<double()> measure_bandwidth;
+  // The cascades (--cascade) and their answers so far, for the live view:
+  // [{name, small, large, answered_small, answered_large}]. Unset: none.
+  std::function<Json()> cascades;
 };
 
 class WebPage {
