@@ -24,6 +24,7 @@ struct PerplexityCliOptions {
   std::string kv_dtype = "f16";
   std::string kl_base;  // --kl-divergence BASE_MODEL
   std::string base_kv_dtype = "f16";
+  std::string base_precision;  // --base-precision; empty: -m's
 };
 
 void print_kl_divergence(const KlDivergenceResult& r) {
@@ -52,6 +53,7 @@ void run(const PerplexityCliOptions& o) {
   if (!o.kl_base.empty()) {
     ModelOptions base_options = o.model;
     base_options.model = o.kl_base;
+    if (!o.base_precision.empty()) base_options.session.backend.precision = o.base_precision;
     auto base = open_model(base_options);
     const bool tty = ::isatty(STDERR_FILENO) == 1;  // a live line at a terminal, one line per window in a log
     KlDivergenceResult r = compute_kl_divergence(*base, *session, tokens, options,
@@ -95,6 +97,9 @@ void add_perplexity(CLI::App& app) {
   cmd->add_option("--base-kv-cache-dtype", o->base_kv_dtype,
                   "KV cache types of the --kl-divergence model (default f16; with -m the same file, this measures "
                   "what a quantized KV cache costs)");
+  cmd->add_option("--base-precision", o->base_precision,
+                  "Matmul activations of the --kl-divergence model, q8 or f32 (default: -m's --precision; with -m the "
+                  "same file and f32 here, this measures what the q8 fast path costs)");
   cmd->callback([o] { run(*o); });
 }
 
