@@ -218,6 +218,54 @@ TEST(DeepseekGguf, TheOlderKvBLayoutGivesTheSameLogits) {
   EXPECT_EQ(a.teacher_forced(ids), b.teacher_forced(ids));
 }
 
+// V3's GGUF file with keys replaced and tensors left out.
+void rewrite_gguf(const std::string& from, const std::string& to,
+                  const std::vector<std::pair<std::string, GgufMetaValue>>& set, const std::string& drop) {
+  const GgufFile src = GgufFile::open(from);
+  GgufWriter w;
+  for (const auto& [key, value] : src.metadata()) w.set(key, GgufMetaValue::from(value));
+  for (const auto& [key, value] : set) w.set(key, value);
+  for (const GgufTensorInfo& t : src.tensors())
+    if (t.name != drop) w.add_tensor(t.name, t.type, std::vector<std::int64_t>(t.shape.begin(), t.shape.begin() + t.num_dims));
+  w.begin(to);
+  for (const GgufTensorInfo& t : src.tensors())
+    if (t.name != drop) w.write_tensor_data(t.name, std::span<const std::uint8_t>(t.data, t.size_bytes));
+  w.finish();
+}
+
+// Latent attention's and the router's keys that do not fit together are
+// refused with what is wrong, never a crash or a silently wrong model.
+TEST(DeepseekGguf, BrokenLatentAttentionAndRouterKeysAreRefusedClearly) {
+  struct Case {
+    std::vector<std::pair<std::string, GgufMetaValue>> set;
+    std::string drop;
+    const char* message;
+  };
+  const Case cases[] = {
+      {{{"deepseek2.expert_group_count", GgufMetaValue::u32(3)}}, "",
+       "8 experts in 3 groups with 2 used: the groups must split the experts evenly"},
+      {{{"deepseek2.expert_used_count", GgufMetaValue::u32(5)}}, "",
+       "5 experts per token, but the 2 groups kept hold only 4"},
+      {{{"deepseek2.expert_gating_func", GgufMetaValue::u32(3)}}, "",
+       "expert_gating_func 3 is neither 1 (softmax) nor 2 (sigmoid)"},
+      {{{"deepseek2.attention.key_length", GgufMetaValue::u32(44)}}, "",
+       "key_length 44 / value_length 32 / head_count_kv 1 are not latent attention's 40 / 32 / 1"},
+      {{}, "blk.1.attn_k_b.weight", "blk.1.attn_k_b.weight"},
+  };
+  const auto backend = folio::testing::make_test_backend(1, "f32");
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.message);
+    folio::testing::TempPath path;
+    rewrite_gguf(tiny_dir("deepseek_v3") + "/model.gguf", path.str(), c.set, c.drop);
+    try {
+      load_model(path.str(), *backend);
+      ADD_FAILURE() << "loaded";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(c.message), std::string::npos) << e.what();
+    }
+  }
+}
+
 // The engine on V3 (rule 5): requests decoded together, in small prefill
 // chunks, over a cached prefix, or preempted and recomputed give the tokens
 // they give alone.
