@@ -11,7 +11,7 @@
 // held to transformers. At every position where the reference's top-1 beats
 // its top-2 clearly, folio's top-1 is the reference's, and the
 // log-probabilities of the reference's top-8 agree within kMaxLogprobDiff.
-// Then the engine on V3: batching, chunked prefill, prefix hits and
+// Then the engine on both: batching, chunked prefill, prefix hits and
 // preemption change no greedy output (==).
 #include <gtest/gtest.h>
 
@@ -266,15 +266,20 @@ TEST(DeepseekGguf, BrokenLatentAttentionAndRouterKeysAreRefusedClearly) {
   }
 }
 
-// The engine on V3 (rule 5): requests decoded together, in small prefill
+// The engine on both (rule 5): requests decoded together, in small prefill
 // chunks, over a cached prefix, or preempted and recomputed give the tokens
 // they give alone.
-TEST(DeepseekEngine, BatchingChunkingPrefixHitsAndPreemptionChangeNoGreedyOutput) {
+class DeepseekEngineTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(DeepseekEngineTest, BatchingChunkingPrefixHitsAndPreemptionChangeNoGreedyOutput) {
   ModelSessionOptions o;
   o.backend = folio::testing::test_backend_options(2);
-  o.model_path = tiny_dir("deepseek_v3");
+  o.model_path = tiny_dir(GetParam());
   folio::testing::expect_engine_invariance(open_model_session(o), folio::testing::InvarianceCase{});
 }
+
+INSTANTIATE_TEST_SUITE_P(Tiny, DeepseekEngineTest, ::testing::Values("deepseek_v2", "deepseek_v3"),
+                         [](const ::testing::TestParamInfo<const char*>& p) { return std::string(p.param); });
 
 }  // namespace
 }  // namespace folio
