@@ -35,6 +35,13 @@ and llama_cpp_vs_exact_max_logprob_diff: how far llama.cpp, whose MXFP4
 matmuls round activations to Q8_0, is from those exact numbers.
 The sequences are long enough to cross every sliding window, every
 LongRoPE switch and several periods of Ministral 3's query temperature.
+deepseek_v2 and deepseek_v3 (issue 41) are DeepSeek's latent attention and
+routers (build() says which features each has); V3's correction bias is a
+buffer, drawn like the others (zeroing it moves this model's logits by up
+to 5.3 and its top-1 at 136 of 200 positions, so a reader that drops it
+fails). llama.cpp scores expert groups by their top two, V2's rule is the
+best one, so V2's llama_cpp figures are not V2's logits (max |logprob diff|
+2.9); V3's agree with transformers within 1.5e-5.
 VARIANTS run checkpoints already there with other rope parameters (YaRN on
 Qwen3, truncated and not) or at longer positions (Llama 3.1's scaling to 250
 tokens), with no copy of their weights.
@@ -77,7 +84,8 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = tiny.OUT
 TOP_K = 8
 SEEDS = {"gemma2": 2001, "phi3": 2002, "granite": 2003, "smollm3": 2004, "glm4": 2005, "ministral3": 2006,
-         "mistral3": 2007, "olmo2": 2008, "granite4": 2009, "gpt_oss": 2010, "gpt_oss_bf16": 2011}
+         "mistral3": 2007, "olmo2": 2008, "granite4": 2009, "gpt_oss": 2010, "gpt_oss_bf16": 2011,
+         "deepseek_v2": 2041, "deepseek_v3": 2042}
 # The harmony format's special tokens (gpt-oss's chat format), in the gpt-oss
 # tokenizers so that a conversation renders into them.
 HARMONY_SPECIAL = ["<|startoftext|>", "<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>",
@@ -240,6 +248,50 @@ def build(name: str):
         # this checkpoint takes the harmony path.
         return tok, tf.GptOssForCausalLM(config), dict(pre="qwen2", seqs=seqs, mxfp4=name == "gpt_oss",
                                                        chat_template="gpt-oss.jinja")
+    if name == "deepseek_v2":
+        # DeepSeek-V2(-Lite)'s layout: latent attention without q_lora (a
+        # plain q_proj), a dense first layer, then experts behind V2's softmax
+        # router, group-limited (4 groups of 2, the best 2 groups by their
+        # best expert), weights not renormalised, times routed_scaling_factor,
+        # plus a shared expert. 26 layers: the pinned llama.cpp loads a
+        # deepseek2 GGUF without q_lora only at 26 or 27 (V2-Lite's count).
+        # llama.cpp scores every group by its top two (V3's rule), not by its
+        # best expert: its logits are not V2's, and folio's GGUF leg is held
+        # to transformers' (the file has the same numbers).
+        tok = tiny.make_tokenizer("llama3")
+        args = common(tok, num_hidden_layers=26, num_attention_heads=4, num_key_value_heads=4,
+                      q_lora_rank=None, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16,
+                      first_k_dense_replace=1, n_routed_experts=8, n_shared_experts=1, num_experts_per_tok=2,
+                      moe_intermediate_size=16, n_group=4, topk_group=2, topk_method="group_limited_greedy",
+                      routed_scaling_factor=1.5, norm_topk_prob=False, rope_theta=10000.0, tie_word_embeddings=False)
+        args.pop("head_dim")
+        config = tf.DeepseekV2Config(**args)
+        seqs = [(s, 256) for s in SHORT] + [(ids(100, 37), 256)]
+        return tok, tf.DeepseekV2ForCausalLM(config), dict(pre="llama-bpe", seqs=seqs)
+    if name == "deepseek_v3":
+        # DeepSeek-V3's layout: q_lora, latent attention, YaRN x4 over 64
+        # trained tokens with mscale and mscale_all_dim (the softmax-scale
+        # correction), a dense first layer, then experts behind the sigmoid
+        # router: a selection-only correction bias (a buffer, drawn at random
+        # below), 4 groups of 2 scored by their top two, the best 2 kept,
+        # top-2 weights renormalised times routed_scaling_factor, and a shared
+        # expert added without a gate. scoring_func and topk_method are the
+        # released config's (transformers ignores them); the converter writes
+        # expert_gating_func sigmoid only from scoring_func, and llama.cpp
+        # takes softmax without it.
+        tok = tiny.make_tokenizer("llama3")
+        rope = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64, "beta_fast": 32.0,
+                "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0, "rope_theta": 10000.0}
+        args = common(tok, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=4,
+                      q_lora_rank=24, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16,
+                      first_k_dense_replace=1, n_routed_experts=8, n_shared_experts=1, num_experts_per_tok=2,
+                      moe_intermediate_size=16, n_group=4, topk_group=2, routed_scaling_factor=2.5,
+                      norm_topk_prob=True, max_position_embeddings=256, rope_parameters=rope,
+                      tie_word_embeddings=False, scoring_func="sigmoid", topk_method="noaux_tc")
+        args.pop("head_dim")
+        config = tf.DeepseekV3Config(**args)
+        seqs = [(s, 256) for s in SHORT] + [(ids(200, 37), 256), (ids(120, 41, 7), 256)]
+        return tok, tf.DeepseekV3ForCausalLM(config), dict(pre="llama-bpe", seqs=seqs)
     if name == "olmo2":
         tok = tiny.make_tokenizer("qwen2")
         args = common(tok, rope_theta=500000.0, tie_word_embeddings=False)

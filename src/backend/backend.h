@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "backend/buffer.h"
+#include "backend/grouped_routing.h"
 #include "backend/kv_pool.h"
 #include "backend/sampling/sampling_batch.h"
 #include "core/ids.h"
@@ -257,6 +258,12 @@ class Backend {
   // (gpt-oss's router): the full denominator cancels.
   virtual void moe_route(const Tensor& router_logits, bool normalize, Tensor& ids, Tensor& weights) = 0;
 
+  // moe_route under DeepSeek's rules (GroupedRouting): ids best first by
+  // choice score (ties: the lower id), weights as GroupedRouting says;
+  // selection_bias: [num_experts] f32 or null. Scores are computed in f32.
+  virtual void moe_route_grouped(const Tensor& router_logits, const Tensor* selection_bias,
+                                 const GroupedRouting& routing, Tensor& ids, Tensor& weights) = 0;
+
   // Groups the T * k assignments of ids: [T, k] i32 by expert, in (token,
   // rank) order within an expert. offsets: [num_experts + 1] i32, expert e's
   // rows are [offsets[e], offsets[e + 1]); row_tokens: [T * k] i32, the token
@@ -277,6 +284,11 @@ class Backend {
   // weights[t, r] * y[assignment_rows[t, r], :]. y: [T * k, d] activations,
   // assignment_rows: [T, k] i32, weights: [T, k] f32, out: [T, d] activations.
   virtual void moe_combine(const Tensor& y, const Tensor& assignment_rows, const Tensor& weights, Tensor& out) = 0;
+
+  // out[t, :] = [a[t, :] | b[t, :]]: a: [T, da], b: [T, db], out: [T, da +
+  // db], all activations (latent attention's key row: the rotary key beside
+  // the normed latent).
+  virtual void concat_cols(const Tensor& a, const Tensor& b, Tensor& out) = 0;
 
   // x[t, :] += sigmoid(gate[t]) * y[t, :]; x, y: [T, d], gate: [T, 1], all
   // activations (Qwen2-MoE's gated shared expert).

@@ -153,6 +153,21 @@ void ForwardingBackend::moe_combine(const Tensor& y, const Tensor& assignment_ro
   });
 }
 
+void ForwardingBackend::moe_route_grouped(const Tensor& router_logits, const Tensor* selection_bias,
+                                          const GroupedRouting& routing, Tensor& ids, Tensor& weights) {
+  const bool has_bias = selection_bias != nullptr;
+  issue([this, logits = view(router_logits, "router logits"),
+         bias = has_bias ? view(*selection_bias, "selection bias") : Tensor(), has_bias, routing,
+         ids = view(ids, "expert ids"), weights = view(weights, "routing weights")]() mutable {
+    inner_->moe_route_grouped(logits, has_bias ? &bias : nullptr, routing, ids, weights);
+  });
+}
+
+void ForwardingBackend::concat_cols(const Tensor& a, const Tensor& b, Tensor& out) {
+  issue([this, a = view(a, "concat_cols's first input"), b = view(b, "concat_cols's second input"),
+         out = view(out, "concat_cols's output")]() mutable { inner_->concat_cols(a, b, out); });
+}
+
 void ForwardingBackend::add_sigmoid_gated(Tensor& x, const Tensor& y, const Tensor& gate) {
   issue([this, x = view(x, "add_sigmoid_gated's output"), y = view(y, "shared expert output"),
          gate = view(gate, "gate")]() mutable { inner_->add_sigmoid_gated(x, y, gate); });

@@ -54,6 +54,9 @@ class ForwardingBackend : public Backend {
   void moe_group(const Tensor& ids, Tensor& offsets, Tensor& row_tokens, Tensor& assignment_rows) override;
   void expert_matmul(const Tensor& w, const Tensor& x, const Tensor& offsets, Tensor& y, const Tensor* bias) override;
   void moe_combine(const Tensor& y, const Tensor& assignment_rows, const Tensor& weights, Tensor& out) override;
+  void moe_route_grouped(const Tensor& router_logits, const Tensor* selection_bias, const GroupedRouting& routing,
+                         Tensor& ids, Tensor& weights) override;
+  void concat_cols(const Tensor& a, const Tensor& b, Tensor& out) override;
   void add_sigmoid_gated(Tensor& x, const Tensor& y, const Tensor& gate) override;
   void sample(const Tensor& logits, const SamplingBatch& batch) override;
 

@@ -141,6 +141,31 @@ void moe_route(const Tensor& router_logits, const Tensor& ids, const Tensor& wei
        ids.cols(), router_logits.cols());
 }
 
+void moe_route_grouped(const Tensor& router_logits, const Tensor* selection_bias, const GroupedRouting& routing,
+                       const Tensor& ids, const Tensor& weights, DType act) {
+  moe_route(router_logits, ids, weights, act);
+  const std::int64_t E = router_logits.cols();
+  FOLIO_NEED(routing.num_groups >= 1 && E % routing.num_groups == 0, "moe_route_grouped",
+       "{} experts do not split into {} equal groups", E, routing.num_groups);
+  FOLIO_NEED(routing.groups_used >= 1 && routing.groups_used <= routing.num_groups, "moe_route_grouped",
+       "{} groups used must be between 1 and the {} groups", routing.groups_used, routing.num_groups);
+  FOLIO_NEED(ids.cols() <= routing.groups_used * (E / routing.num_groups), "moe_route_grouped",
+       "k = {} is more than the {} experts of the {} groups kept", ids.cols(),
+       routing.groups_used * (E / routing.num_groups), routing.groups_used);
+  FOLIO_NEED(!routing.group_top2 || E / routing.num_groups >= 2, "moe_route_grouped",
+       "groups scored by their top two need at least two experts each, not {}", E / routing.num_groups);
+  FOLIO_NEED(selection_bias == nullptr || (selection_bias->dtype == DType::F32 && selection_bias->numel() == E),
+       "moe_route_grouped", "selection_bias {} must be f32 [{} experts]", desc(*selection_bias), E);
+}
+
+void concat_cols(const Tensor& a, const Tensor& b, const Tensor& out, DType act) {
+  activations(a, act, "concat_cols");
+  activations(b, act, "concat_cols");
+  activations(out, act, "concat_cols");
+  FOLIO_NEED(a.rows() == out.rows() && b.rows() == out.rows() && a.cols() + b.cols() == out.cols(), "concat_cols",
+       "out {} must be [rows, a cols + b cols] for a {} and b {}", desc(out), desc(a), desc(b));
+}
+
 void moe_group(const Tensor& ids, const Tensor& offsets, const Tensor& row_tokens, const Tensor& assignment_rows) {
   FOLIO_NEED(ids.dtype == DType::I32 && offsets.dtype == DType::I32 && row_tokens.dtype == DType::I32 &&
            assignment_rows.dtype == DType::I32,

@@ -23,6 +23,9 @@ void attention(const Tensor& q, const PagedKv& kv, const AttentionMetadata& meta
                const Tensor& out, DType act);
 void gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out);
 void moe_route(const Tensor& router_logits, const Tensor& ids, const Tensor& weights, DType act);
+void moe_route_grouped(const Tensor& router_logits, const Tensor* selection_bias, const GroupedRouting& routing,
+                       const Tensor& ids, const Tensor& weights, DType act);
+void concat_cols(const Tensor& a, const Tensor& b, const Tensor& out, DType act);
 void moe_group(const Tensor& ids, const Tensor& offsets, const Tensor& row_tokens, const Tensor& assignment_rows);
 void expert_matmul(const Tensor& w, const Tensor& x, const Tensor& offsets, const Tensor& y, const Tensor* bias,
                    DType act);

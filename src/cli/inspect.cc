@@ -47,8 +47,14 @@ void print_config(const ModelConfig& c, bool supported) {
   if (c.is_moe()) {
     fmt::print("  experts             {} of {} per token, FFN size {}, weights {}\n", c.num_experts_used, c.num_experts,
                c.expert_intermediate_size, c.expert_weights_norm ? "renormalised over the chosen" : "as routed");
+    if (c.grouped_routing)
+      fmt::print("  router              {}, {} groups scored by their {} of which {} kept, weights x{:g}{}\n",
+                 c.routing.sigmoid ? "sigmoid" : "softmax", c.routing.num_groups,
+                 c.routing.group_top2 ? "top two" : "best expert", c.routing.groups_used, c.routing.scale,
+                 c.num_dense_layers > 0 ? fmt::format("; the first {} layers dense", c.num_dense_layers) : "");
     if (c.shared_expert_intermediate_size > 0)
-      fmt::print("  shared expert       FFN size {}, sigmoid-gated\n", c.shared_expert_intermediate_size);
+      fmt::print("  shared expert       FFN size {}, {}\n", c.shared_expert_intermediate_size,
+                 c.grouped_routing ? "added without a gate" : "sigmoid-gated");
   }
   fmt::print("  attention heads     {} (KV heads {}, head size {}{})\n", c.num_heads, c.num_kv_heads, c.head_dim,
              c.value_head_dim != c.head_dim ? fmt::format(", value size {}", c.value_head_dim) : "");
@@ -83,6 +89,15 @@ void print_config(const ModelConfig& c, bool supported) {
     for (auto w : c.sliding_window)
       if (w > 0) ++count, window = w;
     fmt::print("  sliding window      {} tokens on {} of {} layers\n", window, count, c.num_layers);
+  }
+  if (c.is_mla()) {
+    fmt::print("  latent attention    kv_lora {}, rotary key {}, q_lora {}, expanded heads {} + {} (value {})\n",
+               c.kv_lora_rank, c.rope.dim, c.q_lora_rank, c.qk_nope_head_dim, c.rope.dim, c.mla_value_head_dim);
+    fmt::print("  KV bytes per token  {} layers x ({} key row + {} value row) x bytes = {} (f16), {} (f32)\n",
+               c.num_layers, c.head_dim, c.value_head_dim,
+               with_commas(static_cast<std::uint64_t>(c.kv_bytes_per_token(2))),
+               with_commas(static_cast<std::uint64_t>(c.kv_bytes_per_token(4))));
+    return;
   }
   fmt::print("  KV bytes per token  2 x {} layers x {} KV heads x {} dims x bytes = {} (f16), {} (f32)\n",
              c.num_layers, c.num_kv_heads, c.head_dim, with_commas(static_cast<std::uint64_t>(c.kv_bytes_per_token(2))),

@@ -69,8 +69,10 @@ Model load_model(const std::string& name) {
   m.source = "file " + name;
   m.shape = model_shape(c);
   const std::string a = c.architecture + ".";
-  if (const std::int64_t rank = f.get_int(a + "attention.kv_lora_rank", 0); rank > 0)
-    m.shape.kv_latent_dim = static_cast<int>(rank + f.get_int(a + "rope.dimension_count", 0));
+  // A latent-attention file (deepseek2) reads as one KV head of kv_lora +
+  // rope dims with values of kv_lora, which is what folio's engine caches
+  // today (DeepseekModel: the latent again as the value row), so a file is
+  // counted as folio would hold it, not as one shared latent row.
   m.shape.num_experts = static_cast<int>(f.get_int(a + "expert_count", 0));
   std::int64_t bytes = 0;
   for (const auto& t : f.tensors()) {

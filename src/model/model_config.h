@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "backend/grouped_routing.h"
+
 namespace folio {
 
 class GgufFile;
@@ -111,7 +113,24 @@ struct ModelConfig {
   std::int64_t shared_expert_intermediate_size = 0;  // 0: no shared expert
   bool expert_weights_norm = false;                  // top-k weights renormalised to sum to 1
 
+  // DeepSeek's experts: the first num_dense_layers layers keep a dense FFN
+  // of intermediate_size, and with grouped_routing the router is
+  // Backend::moe_route_grouped's (its scale is routed_scaling_factor), with
+  // the router's selection bias where the file has one and the shared
+  // expert added without a gate.
+  std::int64_t num_dense_layers = 0;
+  bool grouped_routing = false;
+  GroupedRouting routing;
+  // Latent attention (DeepSeek-V2/V3; kv_lora_rank > 0): the model is run
+  // as one K/V head of kv_lora_rank + rope.dim (the cache's latent and rotary
+  // key) with values of kv_lora_rank, so head_dim, value_head_dim and
+  // num_kv_heads say that; these are the checkpoint's own sizes.
+  std::int64_t q_lora_rank = 0;         // 0: Q straight from the hidden state
+  std::int64_t kv_lora_rank = 0;
+  std::int64_t qk_nope_head_dim = 0;    // Q/K head size without the rotary part
+  std::int64_t mla_value_head_dim = 0;  // V head size once up-projected
   bool is_moe() const { return num_experts > 0; }
+  bool is_mla() const { return kv_lora_rank > 0; }
 
   std::int64_t q_dim() const { return num_heads * head_dim; }
   std::int64_t kv_dim() const { return num_kv_heads * head_dim; }

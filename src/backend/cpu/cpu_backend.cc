@@ -154,6 +154,14 @@ void CpuBackend::moe_group(const Tensor& ids, Tensor& offsets, Tensor& row_token
   reference_.moe_group(ids, offsets, row_tokens, assignment_rows);
 }
 
+// Both touch a few numbers per token: the reference's loops are the kernel.
+void CpuBackend::moe_route_grouped(const Tensor& router_logits, const Tensor* selection_bias,
+                                   const GroupedRouting& routing, Tensor& ids, Tensor& weights) {
+  reference_.moe_route_grouped(router_logits, selection_bias, routing, ids, weights);
+}
+
+void CpuBackend::concat_cols(const Tensor& a, const Tensor& b, Tensor& out) { reference_.concat_cols(a, b, out); }
+
 void CpuBackend::add_sigmoid_gated(Tensor& x, const Tensor& y, const Tensor& gate) {
   reference_.add_sigmoid_gated(x, y, gate);
 }

@@ -449,6 +449,26 @@ void CudaBackend::moe_route(const Tensor& router_logits, bool normalize, Tensor&
                          static_cast<float*>(on_device(weights, "moe_route weights").data), stream_);
 }
 
+void CudaBackend::moe_route_grouped(const Tensor& router_logits, const Tensor* selection_bias,
+                                    const GroupedRouting& routing, Tensor& ids, Tensor& weights) {
+  bind();
+  op_checks::moe_route_grouped(router_logits, selection_bias, routing, ids, weights, act_);
+  const float* bias =
+      selection_bias != nullptr ? static_cast<const float*>(on_device(*selection_bias, "moe_route_grouped bias").data)
+                                : nullptr;
+  cuda::launch_moe_route_grouped(on_device(router_logits, "moe_route_grouped logits").data, kind_of(router_logits),
+                                 bias, router_logits.rows(), router_logits.cols(), ids.cols(), routing,
+                                 static_cast<std::int32_t*>(on_device(ids, "moe_route_grouped ids").data),
+                                 static_cast<float*>(on_device(weights, "moe_route_grouped weights").data), stream_);
+}
+
+void CudaBackend::concat_cols(const Tensor& a, const Tensor& b, Tensor& out) {
+  bind();
+  op_checks::concat_cols(a, b, out, act_);
+  cuda::launch_concat_cols(on_device(a, "concat_cols a").data, a.cols(), on_device(b, "concat_cols b").data, b.cols(),
+                           on_device(out, "concat_cols out").data, out.rows(), kind_of(out), stream_);
+}
+
 void CudaBackend::moe_group(const Tensor& ids, Tensor& offsets, Tensor& row_tokens, Tensor& assignment_rows) {
   bind();
   op_checks::moe_group(ids, offsets, row_tokens, assignment_rows);

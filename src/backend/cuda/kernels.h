@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "backend/cuda/kernel_args.h"
+#include "backend/grouped_routing.h"
 #include "backend/sampling/sampling_batch.h"
 #include "tensor/dtype.h"
 
@@ -75,6 +76,8 @@ void launch_scale_logits(float* logits, std::int64_t n, float scale, float softc
 void launch_gather_rows(const void* x, std::int64_t row_bytes, std::int64_t num_x_rows, const std::int32_t* rows,
                         std::int64_t n, void* out, DeviceStatus* status, cudaStream_t stream);
 // x[t, :] += sigmoid(gate[t]) * y[t, :]; x, y: [rows, cols], gate: [rows].
+void launch_concat_cols(const void* a, std::int64_t a_cols, const void* b, std::int64_t b_cols, void* out,
+                        std::int64_t rows, int kind, cudaStream_t stream);
 void launch_add_sigmoid_gated(void* x, const void* y, const void* gate, int kind, std::int64_t rows, std::int64_t cols,
                               cudaStream_t stream);
 
@@ -117,6 +120,9 @@ void launch_write_kv(const WriteKvLaunch& a, cudaStream_t stream);
 // Mixture of experts (backend.h has the contract of each).
 void launch_moe_route(const void* logits, int kind, std::int64_t tokens, std::int64_t experts, std::int64_t k,
                       bool normalize, std::int32_t* ids, float* weights, cudaStream_t stream);
+void launch_moe_route_grouped(const void* logits, int kind, const float* bias, std::int64_t tokens,
+                              std::int64_t experts, std::int64_t k, const GroupedRouting& routing, std::int32_t* ids,
+                              float* weights, cudaStream_t stream);
 void launch_moe_group(const std::int32_t* ids, std::int64_t n, std::int64_t k, std::int64_t experts,
                       std::int32_t* offsets, std::int32_t* row_tokens, std::int32_t* assignment_rows,
                       DeviceStatus* status, cudaStream_t stream);

@@ -121,7 +121,83 @@ __global__ void check_offsets_kernel(const std::int32_t* offsets, std::int64_t e
   }
 }
 
+// One thread per token, DeepSeek's router (backend.h, GroupedRouting), in
+// the reference's order: scores, choice scores, group scores recomputed per
+// group, then the top-k of the kept groups, ties to the lower id.
+__global__ void moe_route_grouped_kernel(const void* logits, int kind, const float* bias, std::int64_t tokens,
+                                         std::int64_t experts, std::int64_t k, GroupedRouting routing,
+                                         std::int32_t* ids, float* weights) {
+  const std::int64_t t = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= tokens) return;
+  const std::int64_t base = t * experts, per_group = experts / routing.num_groups;
+  float max_logit = -INFINITY, sum = 0.0f;
+  if (!routing.sigmoid) {
+    for (std::int64_t e = 0; e < experts; ++e) max_logit = fmaxf(max_logit, load_act(logits, base + e, kind));
+    for (std::int64_t e = 0; e < experts; ++e)
+      sum = __fadd_rn(sum, expf(__fsub_rn(load_act(logits, base + e, kind), max_logit)));
+  }
+  auto score = [&](std::int64_t e) {
+    const float x = load_act(logits, base + e, kind);
+    return routing.sigmoid ? __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-x))) : __fdiv_rn(expf(__fsub_rn(x, max_logit)), sum);
+  };
+  auto choice = [&](std::int64_t e) { return bias != nullptr ? __fadd_rn(score(e), bias[e]) : score(e); };
+  auto group_score = [&](std::int64_t g) {
+    float first = -INFINITY, second = -INFINITY;
+    for (std::int64_t e = g * per_group; e < (g + 1) * per_group; ++e) {
+      const float c = choice(e);
+      if (c > first) {
+        second = first;
+        first = c;
+      } else if (c > second) {
+        second = c;
+      }
+    }
+    return routing.group_top2 ? __fadd_rn(first, second) : first;
+  };
+  auto kept = [&](std::int64_t e) {
+    const std::int64_t g = e / per_group;
+    const float mine = group_score(g);
+    std::int64_t better = 0;
+    for (std::int64_t o = 0; o < routing.num_groups; ++o) {
+      const float other = group_score(o);
+      if (other > mine || (other == mine && o < g)) ++better;
+    }
+    return better < routing.groups_used;
+  };
+  std::int32_t* id = ids + t * k;
+  float* w = weights + t * k;
+  float chosen = 0.0f;
+  for (std::int64_t r = 0; r < k; ++r) {
+    std::int64_t best = -1;
+    float best_choice = 0.0f;
+    for (std::int64_t e = 0; e < experts; ++e) {
+      bool taken = false;
+      for (std::int64_t q = 0; q < r; ++q) taken = taken || id[q] == e;
+      if (taken || !kept(e)) continue;
+      const float c = choice(e);
+      if (best < 0 || c > best_choice) {
+        best = e;
+        best_choice = c;
+      }
+    }
+    id[r] = static_cast<std::int32_t>(best);
+    w[r] = score(best);
+    chosen = __fadd_rn(chosen, w[r]);
+  }
+  for (std::int64_t r = 0; r < k; ++r)
+    w[r] = __fmul_rn(routing.normalize ? __fdiv_rn(w[r], chosen) : w[r], routing.scale);
+}
+
 }  // namespace
+
+void launch_moe_route_grouped(const void* logits, int kind, const float* bias, std::int64_t tokens,
+                              std::int64_t experts, std::int64_t k, const GroupedRouting& routing, std::int32_t* ids,
+                              float* weights, cudaStream_t stream) {
+  if (tokens == 0) return;
+  moe_route_grouped_kernel<<<blocks_for(tokens), kThreads, 0, stream>>>(logits, kind, bias, tokens, experts, k,
+                                                                        routing, ids, weights);
+  check_launch("moe_route_grouped");
+}
 
 void launch_moe_route(const void* logits, int kind, std::int64_t tokens, std::int64_t experts, std::int64_t k,
                       bool normalize, std::int32_t* ids, float* weights, cudaStream_t stream) {

@@ -144,6 +144,17 @@ __global__ void add_sigmoid_gated_kernel(void* x, const void* y, const void* gat
   store_act(x, i, kind, __fadd_rn(load_act(x, i, kind), __fmul_rn(g, load_act(y, i, kind))));
 }
 
+// One thread per output number; a copy, so any activation type's bits move as they are.
+__global__ void concat_cols_kernel(const void* a, std::int64_t a_cols, const void* b, std::int64_t b_cols, void* out,
+                                   std::int64_t rows, int kind) {
+  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const std::int64_t cols = a_cols + b_cols;
+  if (i >= rows * cols) return;
+  const std::int64_t r = i / cols, c = i % cols;
+  const float v = c < a_cols ? load_act(a, r * a_cols + c, kind) : load_act(b, r * b_cols + c - a_cols, kind);
+  store_act(out, i, kind, v);
+}
+
 }  // namespace
 
 void launch_rms_norm(const void* x, const float* w, float eps, void* out, int kind, std::int64_t rows,
@@ -198,6 +209,14 @@ void launch_gather_rows(const void* x, std::int64_t row_bytes, std::int64_t num_
       static_cast<const std::uint8_t*>(x), row_bytes, num_x_rows, rows, n, static_cast<std::uint8_t*>(out), unit,
       status);
   check_launch("gather_rows");
+}
+
+void launch_concat_cols(const void* a, std::int64_t a_cols, const void* b, std::int64_t b_cols, void* out,
+                        std::int64_t rows, int kind, cudaStream_t stream) {
+  if (rows * (a_cols + b_cols) == 0) return;
+  concat_cols_kernel<<<blocks_for(rows * (a_cols + b_cols)), kThreads, 0, stream>>>(a, a_cols, b, b_cols, out, rows,
+                                                                                    kind);
+  check_launch("concat_cols");
 }
 
 void launch_add_sigmoid_gated(void* x, const void* y, const void* gate, int kind, std::int64_t rows, std::int64_t cols,

@@ -389,6 +389,77 @@ void ReferenceBackend::moe_route(const Tensor& router_logits, bool normalize, Te
   }
 }
 
+void ReferenceBackend::moe_route_grouped(const Tensor& router_logits, const Tensor* selection_bias,
+                                         const GroupedRouting& routing, Tensor& ids, Tensor& weights) {
+  op_checks::moe_route_grouped(router_logits, selection_bias, routing, ids, weights, act_);
+  AsF32 lf(router_logits);
+  const std::int64_t E = router_logits.cols(), k = ids.cols(), G = routing.num_groups, per_group = E / G;
+  std::vector<float> score(static_cast<std::size_t>(E)), choice(static_cast<std::size_t>(E));
+  std::vector<float> group_score(static_cast<std::size_t>(G));
+  std::vector<bool> available(static_cast<std::size_t>(E));
+  const float* bias = selection_bias != nullptr ? selection_bias->as<const float>() : nullptr;
+  for (std::int64_t t = 0; t < router_logits.rows(); ++t) {
+    const float* logits = lf->as<const float>() + t * E;
+    if (routing.sigmoid) {
+      for (std::int64_t e = 0; e < E; ++e) score[e] = 1.0f / (1.0f + std::exp(-logits[e]));
+    } else {
+      float max_logit = -std::numeric_limits<float>::infinity();
+      for (std::int64_t e = 0; e < E; ++e) max_logit = std::max(max_logit, logits[e]);
+      float sum = 0.0f;
+      for (std::int64_t e = 0; e < E; ++e) {
+        score[e] = std::exp(logits[e] - max_logit);
+        sum += score[e];
+      }
+      for (std::int64_t e = 0; e < E; ++e) score[e] /= sum;
+    }
+    for (std::int64_t e = 0; e < E; ++e) choice[e] = bias != nullptr ? score[e] + bias[e] : score[e];
+    for (std::int64_t g = 0; g < G; ++g) {
+      // The best choice score of the group, and with group_top2 the second best added.
+      float first = -std::numeric_limits<float>::infinity(), second = first;
+      for (std::int64_t e = g * per_group; e < (g + 1) * per_group; ++e) {
+        if (choice[e] > first) {
+          second = first;
+          first = choice[e];
+        } else if (choice[e] > second) {
+          second = choice[e];
+        }
+      }
+      group_score[g] = routing.group_top2 ? first + second : first;
+    }
+    for (std::int64_t g = 0; g < G; ++g) {
+      // A group is kept when fewer than groups_used groups beat it (ties: the lower group wins).
+      std::int64_t better = 0;
+      for (std::int64_t o = 0; o < G; ++o)
+        if (group_score[o] > group_score[g] || (group_score[o] == group_score[g] && o < g)) ++better;
+      for (std::int64_t e = g * per_group; e < (g + 1) * per_group; ++e) available[e] = better < routing.groups_used;
+    }
+    std::int32_t* id = ids.as<std::int32_t>() + t * k;
+    float* w = weights.as<float>() + t * k;
+    float chosen = 0.0f;
+    for (std::int64_t r = 0; r < k; ++r) {
+      std::int64_t best = -1;
+      for (std::int64_t e = 0; e < E; ++e)
+        if (available[e] && (best < 0 || choice[e] > choice[best])) best = e;
+      available[best] = false;
+      id[r] = static_cast<std::int32_t>(best);
+      w[r] = score[best];
+      chosen += score[best];
+    }
+    for (std::int64_t r = 0; r < k; ++r) w[r] = (routing.normalize ? w[r] / chosen : w[r]) * routing.scale;
+  }
+}
+
+void ReferenceBackend::concat_cols(const Tensor& a, const Tensor& b, Tensor& out) {
+  op_checks::concat_cols(a, b, out, act_);
+  const std::size_t a_bytes = a.row_bytes(), b_bytes = b.row_bytes(), out_bytes = out.row_bytes();
+  for (std::int64_t r = 0; r < out.rows(); ++r) {
+    auto* dst = static_cast<std::uint8_t*>(out.data) + static_cast<std::size_t>(r) * out_bytes;
+    std::memcpy(dst, static_cast<const std::uint8_t*>(a.data) + static_cast<std::size_t>(r) * a_bytes, a_bytes);
+    std::memcpy(dst + a_bytes, static_cast<const std::uint8_t*>(b.data) + static_cast<std::size_t>(r) * b_bytes,
+                b_bytes);
+  }
+}
+
 void ReferenceBackend::moe_group(const Tensor& ids, Tensor& offsets, Tensor& row_tokens, Tensor& assignment_rows) {
   op_checks::moe_group(ids, offsets, row_tokens, assignment_rows);
   const std::int64_t E = offsets.numel() - 1, k = ids.cols(), n = ids.numel();

@@ -1,5 +1,6 @@
 #include "model/arch/registry.h"
 
+#include <algorithm>
 #include <array>
 
 #include "core/error.h"
@@ -17,10 +18,11 @@ void refuse_hf_qwen_sliding_window(const HfConfig& hf, std::string_view family) 
 }
 
 namespace {
-const std::array<const ArchEntry*, 17> kArchs = {
+const std::array<const ArchEntry*, 19> kArchs = {
     &kLlamaArch,   &kQwen2Arch,  &kQwen3Arch,      &kGemma3Arch,  &kMixtralArch, &kQwen2MoeArch,
     &kQwen3MoeArch, &kGemma2Arch, &kPhi3Arch,       &kGraniteArch, &kSmolLM3Arch, &kGlm4Arch,
-    &kMinistral3Arch, &kMistralArch, &kOlmo2Arch,  &kGranite4Arch, &kGptOssArch};
+    &kMinistral3Arch, &kMistralArch, &kOlmo2Arch,  &kGranite4Arch, &kGptOssArch,
+    &kDeepseek2Arch, &kDeepseek3Arch};
 }
 
 const ArchEntry* find_arch(std::string_view name) {
@@ -31,7 +33,8 @@ const ArchEntry* find_arch(std::string_view name) {
 
 std::vector<std::string_view> arch_names() {
   std::vector<std::string_view> names;
-  for (const ArchEntry* a : kArchs) names.push_back(a->name);
+  for (const ArchEntry* a : kArchs)
+    if (std::find(names.begin(), names.end(), a->name) == names.end()) names.push_back(a->name);  // deepseek2 twice
   return names;
 }
 

@@ -69,6 +69,8 @@ extern const ArchEntry kMistralArch;
 extern const ArchEntry kOlmo2Arch;
 extern const ArchEntry kGranite4Arch;
 extern const ArchEntry kGptOssArch;
+extern const ArchEntry kDeepseek2Arch;  // DeepSeek-V2's class
+extern const ArchEntry kDeepseek3Arch;  // DeepSeek-V3's class, the same architecture
 
 // What the SwiGLU architectures check of a config.json: hidden_act silu
 // (`arch` names the architecture in the error).

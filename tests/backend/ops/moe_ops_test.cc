@@ -2,13 +2,15 @@
 // routing (top-k of the softmax, normalised or not), grouping by expert,
 // expert_matmul for several weight types, without and with a bias per expert
 // (and, row by row, the bits of the backend's own matmul of that expert),
-// combining in rank order, the shared expert's sigmoid gate; and bad input
-// refused.
+// combining in rank order, the shared expert's sigmoid gate; DeepSeek's
+// grouped router against the reference and against the rule written out
+// again here; concat_cols; and bad input refused.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "backend/reference/reference_backend.h"
@@ -188,6 +190,117 @@ TEST_P(MoeOps, RouteGroupMatmulCombineAgainstReference) {
   }
 }
 
+// DeepSeek's router written out once more, by sorting: the groups by their
+// score, then the experts of the kept groups (distinct random logits: no ties).
+struct GroupedChoice {
+  std::vector<std::int32_t> ids;
+  std::vector<double> weights;
+};
+GroupedChoice grouped_by_sorting(const float* logits, const float* bias, std::int64_t E, std::int64_t k,
+                                 const GroupedRouting& r) {
+  std::vector<double> s(E), choice(E);
+  double sum = 0;
+  for (std::int64_t e = 0; e < E; ++e) sum += std::exp(static_cast<double>(logits[e]));
+  for (std::int64_t e = 0; e < E; ++e) {
+    s[e] = r.sigmoid ? 1.0 / (1.0 + std::exp(-static_cast<double>(logits[e]))) : std::exp(logits[e]) / sum;
+    choice[e] = s[e] + (bias != nullptr ? bias[e] : 0.0);
+  }
+  const std::int64_t per = E / r.num_groups;
+  std::vector<std::pair<double, std::int64_t>> groups;
+  for (std::int64_t g = 0; g < r.num_groups; ++g) {
+    std::vector<double> members(choice.begin() + g * per, choice.begin() + (g + 1) * per);
+    std::sort(members.rbegin(), members.rend());
+    groups.push_back({r.group_top2 ? members[0] + members[1] : members[0], g});
+  }
+  std::sort(groups.begin(), groups.end(), [](auto& a, auto& b) { return a.first > b.first; });
+  std::vector<std::pair<double, std::int32_t>> candidates;
+  for (std::int64_t i = 0; i < r.groups_used; ++i)
+    for (std::int64_t e = groups[i].second * per; e < (groups[i].second + 1) * per; ++e)
+      candidates.push_back({choice[e], static_cast<std::int32_t>(e)});
+  std::sort(candidates.begin(), candidates.end(), [](auto& a, auto& b) { return a.first > b.first; });
+  GroupedChoice out;
+  double chosen = 0;
+  for (std::int64_t i = 0; i < k; ++i) {
+    out.ids.push_back(candidates[i].second);
+    out.weights.push_back(s[candidates[i].second]);
+    chosen += s[candidates[i].second];
+  }
+  for (double& w : out.weights) w = (r.normalize ? w / chosen : w) * r.scale;
+  return out;
+}
+
+TEST_P(MoeOps, GroupedRouteAgainstReferenceAndTheRule) {
+  struct Case {
+    std::int64_t tokens, experts, k;
+    GroupedRouting routing;
+    bool bias;
+  };
+  const Case cases[] = {
+      // V3: sigmoid, correction bias, groups by their top two, renormalised, scaled.
+      {9, 8, 2, {.sigmoid = true, .num_groups = 4, .groups_used = 2, .group_top2 = true, .normalize = true, .scale = 2.5f}, true},
+      {5, 64, 8, {.sigmoid = true, .num_groups = 8, .groups_used = 4, .group_top2 = true, .normalize = true, .scale = 2.5f}, true},
+      // V2: softmax, groups by their best, as they are, scaled.
+      {7, 8, 2, {.sigmoid = false, .num_groups = 4, .groups_used = 2, .group_top2 = false, .normalize = false, .scale = 1.5f}, false},
+      {3, 16, 3, {.sigmoid = false, .num_groups = 4, .groups_used = 1, .group_top2 = false, .normalize = false, .scale = 1.0f}, false},
+      // One group: plain top-k of the sigmoid scores with the bias (GLM-4.5's kind).
+      {4, 8, 3, {.sigmoid = true, .num_groups = 1, .groups_used = 1, .group_top2 = true, .normalize = true, .scale = 1.0f}, true},
+  };
+  const BackendUnderTest& u = GetParam();
+  std::mt19937 rng(23);
+  ReferenceBackend ref;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(fmt::format("{} tokens, {} experts in {} groups, {} kept, top {}", c.tokens, c.experts,
+                             c.routing.num_groups, c.routing.groups_used, c.k));
+    const std::int64_t T = c.tokens, E = c.experts, k = c.k;
+    auto logits = rounded_to(act(), random_floats(static_cast<std::size_t>(T * E), rng, 2.0f));
+    auto bias = random_floats(static_cast<std::size_t>(E), rng, 0.3f);
+    DeviceTensor logits_d(be(), act(), {T, E}), bias_d(be(), DType::F32, {E});
+    logits_d.upload_floats(logits);
+    bias_d.upload_floats(bias);
+    Tensor logits_h(logits.data(), DType::F32, {T, E}), bias_h(bias.data(), DType::F32, {E});
+    std::vector<std::int32_t> ids(T * k);
+    std::vector<float> weights(T * k);
+    Tensor ids_h(ids.data(), DType::I32, {T, k}), weights_h(weights.data(), DType::F32, {T, k});
+    DeviceTensor ids_d(be(), DType::I32, {T, k}), weights_d(be(), DType::F32, {T, k});
+    ref.moe_route_grouped(logits_h, c.bias ? &bias_h : nullptr, c.routing, ids_h, weights_h);
+    be().moe_route_grouped(*logits_d, c.bias ? &*bias_d : nullptr, c.routing, *ids_d, *weights_d);
+    ASSERT_EQ(ids_d.download_values<std::int32_t>(), ids);
+    const std::vector<double> unit(weights.size(), c.routing.scale);
+    ASSERT_EQ(compare(weights_d.download_floats(), weights, unit, u.exact_elementwise ? 0.0 : u.float_ops, 0,
+                      "grouped routing weights"),
+              "");
+    for (std::int64_t t = 0; t < T; ++t) {
+      const GroupedChoice want =
+          grouped_by_sorting(logits.data() + t * E, c.bias ? bias.data() : nullptr, E, k, c.routing);
+      for (std::int64_t r = 0; r < k; ++r) {
+        EXPECT_EQ(ids[t * k + r], want.ids[r]) << "token " << t << " rank " << r;
+        EXPECT_NEAR(weights[t * k + r], want.weights[r], 1e-5 * c.routing.scale) << "token " << t << " rank " << r;
+      }
+    }
+  }
+}
+
+TEST_P(MoeOps, ConcatColsMovesBitsAsTheyAre) {
+  std::mt19937 rng(29);
+  for (auto [rows, a_cols, b_cols] : {std::array<std::int64_t, 3>{1, 8, 32}, {13, 64, 512}, {5, 3, 5}}) {
+    auto a = rounded_to(act(), random_floats(static_cast<std::size_t>(rows * a_cols), rng, 3.0f));
+    auto b = rounded_to(act(), random_floats(static_cast<std::size_t>(rows * b_cols), rng, 3.0f));
+    DeviceTensor a_d(be(), act(), {rows, a_cols}), b_d(be(), act(), {rows, b_cols}),
+        out_d(be(), act(), {rows, a_cols + b_cols});
+    a_d.upload_floats(a);
+    b_d.upload_floats(b);
+    be().concat_cols(*a_d, *b_d, *out_d);
+    std::vector<float> want;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      want.insert(want.end(), a.begin() + r * a_cols, a.begin() + (r + 1) * a_cols);
+      want.insert(want.end(), b.begin() + r * b_cols, b.begin() + (r + 1) * b_cols);
+    }
+    EXPECT_EQ(out_d.download_floats(), want);
+  }
+  DeviceTensor a(be(), act(), {2, 3}), b(be(), act(), {2, 4}), wrong(be(), act(), {2, 8});
+  EXPECT_THROW(be().concat_cols(*a, *b, *wrong), Error);
+}
+
 TEST_P(MoeOps, BadInputIsRefused) {
   DeviceTensor ids(be(), DType::I32, {1, 2}), off(be(), DType::I32, {5}), tok(be(), DType::I32, {2}),
       rows(be(), DType::I32, {1, 2});
@@ -201,6 +314,14 @@ TEST_P(MoeOps, BadInputIsRefused) {
       Error);
   DeviceTensor logits(be(), act(), {1, 3}), four(be(), DType::I32, {1, 4}), w(be(), DType::F32, {1, 4});
   EXPECT_THROW(be().moe_route(*logits, true, *four, *w), Error);  // top-4 of 3 experts
+  {
+    DeviceTensor eight(be(), act(), {1, 8}), two(be(), DType::I32, {1, 2}), w2(be(), DType::F32, {1, 2});
+    GroupedRouting three_groups{.num_groups = 3};
+    EXPECT_THROW(be().moe_route_grouped(*eight, nullptr, three_groups, *two, *w2), Error);  // 8 experts in 3 groups
+    DeviceTensor three(be(), DType::I32, {1, 3}), w3(be(), DType::F32, {1, 3});
+    GroupedRouting one_of_four{.num_groups = 4, .groups_used = 1};
+    EXPECT_THROW(be().moe_route_grouped(*eight, nullptr, one_of_four, *three, *w3), Error);  // top-3 of 2 kept
+  }
   std::vector<std::uint8_t> wm(static_cast<std::size_t>(2 * 4 * 4 * 4));
   DeviceWeight weight(be(), Tensor(wm.data(), DType::F32, {2, 4, 4}));
   DeviceTensor x(be(), act(), {2, 4}), y(be(), act(), {2, 4}), bad(be(), DType::I32, {3});
