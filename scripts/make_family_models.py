@@ -77,7 +77,8 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = tiny.OUT
 TOP_K = 8
 SEEDS = {"gemma2": 2001, "phi3": 2002, "granite": 2003, "smollm3": 2004, "glm4": 2005, "ministral3": 2006,
-         "mistral3": 2007, "olmo2": 2008, "granite4": 2009, "gpt_oss": 2010, "gpt_oss_bf16": 2011}
+         "mistral3": 2007, "olmo2": 2008, "granite4": 2009, "gpt_oss": 2010, "gpt_oss_bf16": 2011,
+         "gemma4": 2012}
 # The harmony format's special tokens (gpt-oss's chat format), in the gpt-oss
 # tokenizers so that a conversation renders into them.
 HARMONY_SPECIAL = ["<|startoftext|>", "<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>",
@@ -240,6 +241,29 @@ def build(name: str):
         # this checkpoint takes the harmony path.
         return tok, tf.GptOssForCausalLM(config), dict(pre="qwen2", seqs=seqs, mxfp4=name == "gpt_oss",
                                                        chat_template="gpt-oss.jinja")
+    if name == "gemma4":
+        # Gemma 4's text layout at a tiny size (the E2B kind): five layers
+        # (sliding, sliding, full, sliding, full), the last two reading the
+        # K/V of the last writing layer of their type (1 and 2); local heads
+        # of 16 over two K/V heads, global heads of 32 over one whose keys are
+        # the values, rotated on a quarter (proportional RoPE); a window of 8;
+        # per-layer embeddings of 8 per layer; the shared layers' FFN twice as
+        # wide; a final soft-cap of 30.
+        tok = tiny.make_tokenizer("gpt2")
+        rope = {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                                   "rope_theta": 1000000.0}}
+        args = common(tok, num_hidden_layers=5, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                      global_head_dim=32, num_global_key_value_heads=1, attention_k_eq_v=True,
+                      hidden_activation="gelu_pytorch_tanh", sliding_window=8, rope_parameters=rope,
+                      layer_types=["sliding_attention", "sliding_attention", "full_attention",
+                                   "sliding_attention", "full_attention"],
+                      num_kv_shared_layers=2, hidden_size_per_layer_input=8,
+                      vocab_size_per_layer_input=tok.get_vocab_size(), use_double_wide_mlp=True,
+                      final_logit_softcapping=30.0, tie_word_embeddings=True)
+        config = tf.Gemma4TextConfig(**args)
+        seqs = [(s, 512) for s in SHORT] + [(ids(72, 37), 512), (ids(40, 41, 7), 512)]
+        return tok, tf.Gemma4ForCausalLM(config), dict(pre="gpt-2", seqs=seqs)
     if name == "olmo2":
         tok = tiny.make_tokenizer("qwen2")
         args = common(tok, rope_theta=500000.0, tie_word_embeddings=False)
@@ -264,6 +288,19 @@ def randomise(model: torch.nn.Module, seed: int) -> list[str]:
             b.copy_(0.1 * torch.randn(b.shape, generator=gen, dtype=torch.float32))
             drawn.append(name)
     return drawn
+
+
+def randomise_gemma4(model: torch.nn.Module, seed: int) -> None:
+    """Gemma 4 multiplies by its norm weights as they are (not 1 + w, as Gemma 2 and 3): norms around
+    one; and each layer's scalar between 0.5 and 1.5, so that the residual stream keeps its size."""
+    gen = torch.Generator().manual_seed(seed + 3)
+    with torch.no_grad():
+        for name, p in sorted(model.named_parameters()):
+            if p.dim() == 1 and "norm" in name:
+                p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=gen, dtype=torch.float32))
+        for name, b in sorted(model.named_buffers()):
+            if name.endswith("layer_scalar"):
+                b.copy_(0.5 + torch.rand(b.shape, generator=gen, dtype=torch.float32))
 
 
 def randomise_gpt_oss(model: torch.nn.Module, seed: int) -> None:
@@ -344,6 +381,7 @@ from conversion import base
 base.TextModel.get_vocab_base_pre = lambda self, tokenizer: pre
 from conversion import gemma
 gemma.Gemma2Model.set_vocab = base.TextModel._set_vocab_gpt2
+gemma.Gemma4Model.set_vocab = base.TextModel._set_vocab_gpt2
 convert_hf_to_gguf.main()
 """
 
@@ -372,11 +410,16 @@ def make(name: str, seed: int, llama_dir: Path) -> None:
     buffers = randomise(model, seed)
     if type(model).__name__ == "GptOssForCausalLM":
         randomise_gpt_oss(model, seed)
+    if type(model).__name__ == "Gemma4ForCausalLM":
+        randomise_gemma4(model, seed)
     model.eval()
     # The reference runs in fp32 on exactly the numbers the files hold.
     with torch.no_grad():
         for p in model.parameters():
             p.copy_(p.to(torch.bfloat16).to(torch.float32))
+        for buffer in buffers:  # the saved buffers (Gemma 4's layer scalars) are BF16 in the file too
+            b = model.get_buffer(buffer)
+            b.copy_(b.to(torch.bfloat16).to(torch.float32))
     if opts.get("mxfp4"):
         quantize_experts_in_place(model)
     out = OUT / name
