@@ -412,6 +412,35 @@ INSTANTIATE_TEST_SUITE_P(Tiny, RopeVariantTest,
                          ::testing::Values("qwen3_yarn", "qwen3_yarn_untruncated", "llama3_long", "mistral_window"),
                          [](const ::testing::TestParamInfo<const char*>& p) { return std::string(p.param); });
 
+// What folio does not run of Gemma 4, or a sharing no layer could serve, is
+// refused with the reason.
+TEST(FamilyModel, Gemma4ConfigsFolioCannotRunAreRefusedClearly) {
+  struct Case {
+    nlohmann::json change;
+    std::string message;
+  };
+  const Case cases[] = {
+      {{{"enable_moe_block", true}}, "Gemma 4's mixture-of-experts block (26B-A4B) is not supported yet"},
+      {{{"num_kv_shared_layers", 5}}, "5 KV-shared layers of 5 leave no layer to write the cache"},
+      {{{"num_kv_shared_layers", 3}}, "KV-shared layer 2 (global) has no earlier layer of its kind"},
+  };
+  const auto backend = folio::testing::make_test_backend(1, "f32");
+  for (const Case& c : cases) {
+    ScopedDir dir;
+    for (const auto& entry : std::filesystem::directory_iterator(tiny_dir("gemma4")))
+      std::filesystem::copy(entry.path(), dir.str() + "/" + entry.path().filename().string());
+    nlohmann::json config = nlohmann::json::parse(std::ifstream(dir.str() + "/config.json"));
+    config.update(c.change);
+    std::ofstream(dir.str() + "/config.json") << config.dump(2);
+    try {
+      load_model(dir.str(), *backend);
+      ADD_FAILURE() << "accepted " << c.change.dump();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(c.message), std::string::npos) << e.what();
+    }
+  }
+}
+
 // The engine on each family (rule 5): requests decoded together, in small
 // prefill chunks, over a cached prefix, or preempted and recomputed give the
 // tokens they give alone.

@@ -12,6 +12,7 @@
 // multiplied as they are in both formats.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -149,18 +150,23 @@ void configure_hf(ModelConfig& c, const HfConfig& hf) {
       fail("{}: layer type {} is not supported (sliding_attention, full_attention are)", hf.source(), type);
   }
   // The global layers' head size and KV heads: per_layer_config (what
-  // transformers writes) or global_head_dim / num_global_key_value_heads,
-  // the latter only with attention_k_eq_v (as transformers reads them).
-  const bool k_eq_v = hf.get_bool("attention_k_eq_v", false);
+  // transformers writes; a layer it leaves out keeps the base values), else
+  // global_head_dim (512 by default) and num_global_key_value_heads, the
+  // latter only with attention_k_eq_v, as transformers reads them.
   std::int64_t global_head_dim = hf.get_int("global_head_dim", 512);
-  std::int64_t global_kv = k_eq_v ? hf.get_int("num_global_key_value_heads", c.num_kv_heads) : c.num_kv_heads;
+  std::int64_t global_kv =
+      hf.get_bool("attention_k_eq_v", false) ? hf.get_int("num_global_key_value_heads", c.num_kv_heads) : c.num_kv_heads;
   if (const nlohmann::json* per_layer = hf.find("per_layer_config"); per_layer != nullptr && per_layer->is_object()) {
     bool found = false;
     for (std::int64_t l = 0; l < c.num_layers; ++l) {
-      if (c.sliding_window[static_cast<std::size_t>(l)] > 0) continue;
       const std::string prefix = fmt::format("per_layer_config.{}.", l);
-      const std::int64_t hd = hf.get_int(prefix + "head_dim", global_head_dim);
+      const std::int64_t hd = hf.get_int(prefix + "head_dim", c.head_dim);
       const std::int64_t kv = hf.get_int(prefix + "num_key_value_heads", c.num_kv_heads);
+      if (c.sliding_window[static_cast<std::size_t>(l)] > 0) {
+        if (hd != c.head_dim || kv != c.num_kv_heads)
+          fail("{}: per_layer_config changes sliding-window layer {}, which folio does not run", hf.source(), l);
+        continue;
+      }
       if (found && (hd != global_head_dim || kv != global_kv))
         fail("{}: gemma4's global layers differ in head size or KV heads", hf.source());
       global_head_dim = hd;
@@ -194,7 +200,7 @@ void configure_hf(ModelConfig& c, const HfConfig& hf) {
     c.layer_intermediate_size.clear();
     for (std::int64_t l = 0; l < c.num_layers; ++l)
       c.layer_intermediate_size.push_back(c.intermediate_size * (c.writes_kv(l) ? 1 : 2));
-    c.intermediate_size *= 2;
+    c.intermediate_size = *std::max_element(c.layer_intermediate_size.begin(), c.layer_intermediate_size.end());
   }
   c.per_layer_input_size = hf.get_int("hidden_size_per_layer_input", 0);
   if (c.per_layer_input_size > 0 && hf.get_int("vocab_size_per_layer_input", c.vocab_size) != c.vocab_size)
@@ -371,9 +377,11 @@ Gemma4Model::Gemma4Model(ModelConfig config, const Weights& w, Backend& backend)
     layer.attn_norm = &w.get(n("attn_norm.weight"), {H});
     layer.wq = &w.get(n("attn_q.weight"), {c.num_heads * hd, H});
     layer.q_norm = &w.get(n("attn_q_norm.weight"), {hd});
+    const bool sliding = c.sliding_window[static_cast<std::size_t>(l)] > 0;
     if (layer.writes_kv) {
+      // A global layer without V's projection uses its keys as values.
       layer.wk = &w.get(n("attn_k.weight"), {kv_dim, H});
-      layer.wv = w.get_optional(n("attn_v.weight"), {kv_dim, H});
+      layer.wv = sliding ? &w.get(n("attn_v.weight"), {kv_dim, H}) : w.get_optional(n("attn_v.weight"), {kv_dim, H});
       layer.k_norm = &w.get(n("attn_k_norm.weight"), {hd});
     }
     layer.wo = &w.get(n("attn_output.weight"), {H, c.num_heads * hd});
@@ -393,7 +401,6 @@ Gemma4Model::Gemma4Model(ModelConfig config, const Weights& w, Backend& backend)
       if (scalar->dtype != DType::F32) fail("model {}: {} must be f32", c.name, n("layer_output_scale.weight"));
       backend.copy_to_host(&layer.scalar, *scalar, sizeof(float));
     }
-    const bool sliding = c.sliding_window[static_cast<std::size_t>(l)] > 0;
     layer.rope = sliding ? &local_rope_ : &global_rope_;
     layer.attention.scale = 1.0f;
     layer.attention.sliding_window = c.sliding_window[static_cast<std::size_t>(l)];
