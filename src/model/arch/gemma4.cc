@@ -456,7 +456,7 @@ void Gemma4Model::forward(const ForwardBatch& batch, std::vector<PagedKv>& kv, c
     const std::int64_t hd = layer.head_dim, kvh = layer.num_kv_heads, F = layer.ffn;
     Tensor q = ws.act(2, T, heads * hd);   // [T, heads * head_dim]
     Tensor attn = ws.act(5, T, heads * hd);  // [T, heads * head_dim]
-    Tensor q3 = q.reshaped({T, heads, hd});
+    Tensor q3 = q.reshaped({T, heads, hd});  // [T, heads, head_dim]
     be.rms_norm(x, *layer.attn_norm, c.rms_norm_eps, h);
     if (layer.writes_kv) {
       Tensor k = ws.act(3, T, kvh * hd);  // [T, kv_heads * head_dim]
@@ -472,18 +472,18 @@ void Gemma4Model::forward(const ForwardBatch& batch, std::vector<PagedKv>& kv, c
       Tensor v_rows = v.reshaped({T * kvh, hd});  // [T * kv_heads, head_dim]
       be.rms_norm(layer.wv != nullptr ? v_rows : k.reshaped({T * kvh, hd}), ones_storage_.view(DType::F32, {hd}),
                   c.rms_norm_eps, v_rows);
-      Tensor k_rows = k.reshaped({T * kvh, hd});
+      Tensor k_rows = k.reshaped({T * kvh, hd});  // [T * kv_heads, head_dim]
       be.rms_norm(k_rows, *layer.k_norm, c.rms_norm_eps, k_rows);
-      Tensor k3 = k.reshaped({T, kvh, hd});
+      Tensor k3 = k.reshaped({T, kvh, hd});  // [T, kv_heads, head_dim]
       be.rope(k3, batch.meta.positions, *layer.rope);
       be.write_kv(k3, v.reshaped({T, kvh, hd}), batch.meta.slot_mapping, kv[static_cast<std::size_t>(l)]);
     } else {
       be.matmul(*layer.wq, h, q, nullptr);
     }
-    Tensor q_rows = q.reshaped({T * heads, hd});
+    Tensor q_rows = q.reshaped({T * heads, hd});  // [T * heads, head_dim]
     be.rms_norm(q_rows, *layer.q_norm, c.rms_norm_eps, q_rows);
     be.rope(q3, batch.meta.positions, *layer.rope);
-    Tensor attn3 = attn.reshaped({T, heads, hd});
+    Tensor attn3 = attn.reshaped({T, heads, hd});  // [T, heads, head_dim]
     // A shared layer's entry is its source layer's pools, written above.
     be.attention(q3, kv[static_cast<std::size_t>(l)], batch.meta, layer.attention, attn3);
     be.matmul(*layer.wo, attn, out, nullptr);
@@ -502,6 +502,7 @@ void Gemma4Model::forward(const ForwardBatch& batch, std::vector<PagedKv>& kv, c
     if (P > 0) {
       Tensor input = ws.act(9, T, P);  // [T, per_layer] this layer's per-layer input
       Tensor g = ws.act(10, T, P);     // [T, per_layer]
+      // [T] i32: row t * layers + l of the [T * layers, per_layer] view.
       const Tensor rows = rows_storage_.view(DType::I32, {T}, static_cast<std::size_t>(l * rows_capacity_) * 4);
       be.gather_rows(inputs.reshaped({T * L, P}), rows, input);
       be.matmul(*layer.inp_gate, x, g, nullptr);
