@@ -33,6 +33,11 @@ fused BF16 experts); its reference.json adds
                                     GGUF files (and llama.cpp) always do
 and llama_cpp_vs_exact_max_logprob_diff: how far llama.cpp, whose MXFP4
 matmuls round activations to Q8_0, is from those exact numbers.
+gemma4 (issue 48) is Gemma 4's text model (Gemma4ForCausalLM) with every
+structure of the small sizes: per-layer embeddings, KV shared by the last two
+layers, two head sizes, keys as values and proportional RoPE on the global
+layers, layer scalars (saved buffers, rounded to BF16 for the reference as
+the file holds them), the shared layers' double-wide FFN.
 The sequences are long enough to cross every sliding window, every
 LongRoPE switch and several periods of Ministral 3's query temperature.
 VARIANTS run checkpoints already there with other rope parameters (YaRN on
