@@ -412,6 +412,28 @@ INSTANTIATE_TEST_SUITE_P(Tiny, RopeVariantTest,
                          ::testing::Values("qwen3_yarn", "qwen3_yarn_untruncated", "llama3_long", "mistral_window"),
                          [](const ::testing::TestParamInfo<const char*>& p) { return std::string(p.param); });
 
+// The released Gemma 4 checkpoints are Gemma4ForConditionalGeneration, the
+// text model's config under text_config: folio reads it as the text model.
+TEST(FamilyModel, Gemma4ConditionalGenerationConfigRunsItsTextModel) {
+  const nlohmann::json ref = load_reference("gemma4");
+  ScopedDir dir;
+  for (const auto& entry : std::filesystem::directory_iterator(tiny_dir("gemma4")))
+    std::filesystem::copy(entry.path(), dir.str() + "/" + entry.path().filename().string());
+  const nlohmann::json text = nlohmann::json::parse(std::ifstream(dir.str() + "/config.json"));
+  const nlohmann::json config = {{"architectures", {"Gemma4ForConditionalGeneration"}},
+                                 {"model_type", "gemma4"},
+                                 {"text_config", text},
+                                 {"vision_config", nullptr},
+                                 {"audio_config", nullptr}};
+  std::ofstream(dir.str() + "/config.json") << config.dump(2);
+  const auto backend = folio::testing::make_test_backend(0, "f32");
+  LoadedModel model = load_model(dir.str(), *backend);
+  EXPECT_EQ(model.config.architecture, "gemma4");
+  const Agreement a = compare(*backend, model, ref, "transformers");
+  EXPECT_EQ(a.decisive_agree, a.decisive);
+  EXPECT_LE(a.max_logprob_diff, kMaxLogprobDiff);
+}
+
 // What folio does not run of Gemma 4, or a sharing no layer could serve, is
 // refused with the reason.
 TEST(FamilyModel, Gemma4ConfigsFolioCannotRunAreRefusedClearly) {

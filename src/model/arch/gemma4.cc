@@ -215,10 +215,15 @@ void configure_hf(ModelConfig& c, const HfConfig& hf) {
 
 // The checkpoint tensors no generic name covers: the per-layer embeddings'
 // table, projection and norm, each layer's gate, projection and norm of its
-// per-layer input, and its scalar. Vectors become f32 host copies, as the
+// per-layer input, and its scalar (under model.language_model. too, in
+// Gemma4ForConditionalGeneration). Vectors become f32 host copies, as the
 // generic loader makes of norms.
 bool add_hf_tensor(Weights& w, const HfCheckpoint& checkpoint, const SafetensorsTensor& t) {
   std::string_view name = t.name;
+  // Gemma4ForConditionalGeneration: the audio tower and the vision and audio
+  // embedders are left out, as the vision tower is (folio runs the text).
+  for (std::string_view tower : {"model.audio_tower.", "model.embed_audio.", "model.embed_vision."})
+    if (name.starts_with(tower)) return true;
   std::string text;
   if (name.starts_with("model.language_model.")) {
     text = "model." + std::string(name.substr(std::string_view("model.language_model.").size()));
@@ -535,6 +540,7 @@ const ArchEntry kGemma4Arch{
     .hf_post_attention_norm = true,
     .family = "Gemma 4",
     .hf_tensor = add_hf_tensor,
+    .hf_vision_class = "Gemma4ForConditionalGeneration",
 };
 
 }  // namespace folio
