@@ -33,6 +33,11 @@ fused BF16 experts); its reference.json adds
                                     GGUF files (and llama.cpp) always do
 and llama_cpp_vs_exact_max_logprob_diff: how far llama.cpp, whose MXFP4
 matmuls round activations to Q8_0, is from those exact numbers.
+gemma4 (issue 48) is Gemma 4's text model (Gemma4ForCausalLM) with every
+structure of the small sizes: per-layer embeddings, KV shared by the last two
+layers, two head sizes, keys as values and proportional RoPE on the global
+layers, layer scalars (saved buffers, rounded to BF16 for the reference as
+the file holds them), the shared layers' double-wide FFN.
 The sequences are long enough to cross every sliding window, every
 LongRoPE switch and several periods of Ministral 3's query temperature.
 deepseek_v2 and deepseek_v3 (issue 41) are DeepSeek's latent attention and
@@ -85,7 +90,7 @@ OUT = tiny.OUT
 TOP_K = 8
 SEEDS = {"gemma2": 2001, "phi3": 2002, "granite": 2003, "smollm3": 2004, "glm4": 2005, "ministral3": 2006,
          "mistral3": 2007, "olmo2": 2008, "granite4": 2009, "gpt_oss": 2010, "gpt_oss_bf16": 2011,
-         "deepseek_v2": 2041, "deepseek_v3": 2042}
+         "gemma4": 2012, "deepseek_v2": 2041, "deepseek_v3": 2042}
 # The harmony format's special tokens (gpt-oss's chat format), in the gpt-oss
 # tokenizers so that a conversation renders into them.
 HARMONY_SPECIAL = ["<|startoftext|>", "<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>",
@@ -292,6 +297,29 @@ def build(name: str):
         config = tf.DeepseekV3Config(**args)
         seqs = [(s, 256) for s in SHORT] + [(ids(200, 37), 256), (ids(120, 41, 7), 256)]
         return tok, tf.DeepseekV3ForCausalLM(config), dict(pre="llama-bpe", seqs=seqs)
+    if name == "gemma4":
+        # Gemma 4's text layout at a tiny size (the E2B kind): five layers
+        # (sliding, sliding, full, sliding, full), the last two reading the
+        # K/V of the last writing layer of their type (1 and 2); local heads
+        # of 16 over two K/V heads, global heads of 32 over one whose keys are
+        # the values, rotated on a quarter (proportional RoPE); a window of 8;
+        # per-layer embeddings of 8 per layer; the shared layers' FFN twice as
+        # wide; a final soft-cap of 30.
+        tok = tiny.make_tokenizer("gpt2")
+        rope = {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                                   "rope_theta": 1000000.0}}
+        args = common(tok, num_hidden_layers=5, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                      global_head_dim=32, num_global_key_value_heads=1, attention_k_eq_v=True,
+                      hidden_activation="gelu_pytorch_tanh", sliding_window=8, rope_parameters=rope,
+                      layer_types=["sliding_attention", "sliding_attention", "full_attention",
+                                   "sliding_attention", "full_attention"],
+                      num_kv_shared_layers=2, hidden_size_per_layer_input=8,
+                      vocab_size_per_layer_input=tok.get_vocab_size(), use_double_wide_mlp=True,
+                      final_logit_softcapping=30.0, tie_word_embeddings=True)
+        config = tf.Gemma4TextConfig(**args)
+        seqs = [(s, 512) for s in SHORT] + [(ids(72, 37), 512), (ids(40, 41, 7), 512)]
+        return tok, tf.Gemma4ForCausalLM(config), dict(pre="gpt-2", seqs=seqs)
     if name == "olmo2":
         tok = tiny.make_tokenizer("qwen2")
         args = common(tok, rope_theta=500000.0, tie_word_embeddings=False)
@@ -316,6 +344,19 @@ def randomise(model: torch.nn.Module, seed: int) -> list[str]:
             b.copy_(0.1 * torch.randn(b.shape, generator=gen, dtype=torch.float32))
             drawn.append(name)
     return drawn
+
+
+def randomise_gemma4(model: torch.nn.Module, seed: int) -> None:
+    """Gemma 4 multiplies by its norm weights as they are (not 1 + w, as Gemma 2 and 3): norms around
+    one; and each layer's scalar between 0.5 and 1.5, so that the residual stream keeps its size."""
+    gen = torch.Generator().manual_seed(seed + 3)
+    with torch.no_grad():
+        for name, p in sorted(model.named_parameters()):
+            if p.dim() == 1 and "norm" in name:
+                p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=gen, dtype=torch.float32))
+        for name, b in sorted(model.named_buffers()):
+            if name.endswith("layer_scalar"):
+                b.copy_(0.5 + torch.rand(b.shape, generator=gen, dtype=torch.float32))
 
 
 def randomise_gpt_oss(model: torch.nn.Module, seed: int) -> None:
@@ -396,6 +437,7 @@ from conversion import base
 base.TextModel.get_vocab_base_pre = lambda self, tokenizer: pre
 from conversion import gemma
 gemma.Gemma2Model.set_vocab = base.TextModel._set_vocab_gpt2
+gemma.Gemma4Model.set_vocab = base.TextModel._set_vocab_gpt2
 convert_hf_to_gguf.main()
 """
 
@@ -424,11 +466,16 @@ def make(name: str, seed: int, llama_dir: Path) -> None:
     buffers = randomise(model, seed)
     if type(model).__name__ == "GptOssForCausalLM":
         randomise_gpt_oss(model, seed)
+    if type(model).__name__ == "Gemma4ForCausalLM":
+        randomise_gemma4(model, seed)
     model.eval()
     # The reference runs in fp32 on exactly the numbers the files hold.
     with torch.no_grad():
         for p in model.parameters():
             p.copy_(p.to(torch.bfloat16).to(torch.float32))
+        for buffer in buffers:  # the saved buffers (Gemma 4's layer scalars) are BF16 in the file too
+            b = model.get_buffer(buffer)
+            b.copy_(b.to(torch.bfloat16).to(torch.float32))
     if opts.get("mxfp4"):
         quantize_experts_in_place(model)
     out = OUT / name

@@ -99,9 +99,19 @@ void print_config(const ModelConfig& c, bool supported) {
                with_commas(static_cast<std::uint64_t>(c.kv_bytes_per_token(4))));
     return;
   }
-  fmt::print("  KV bytes per token  2 x {} layers x {} KV heads x {} dims x bytes = {} (f16), {} (f32)\n",
-             c.num_layers, c.num_kv_heads, c.head_dim, with_commas(static_cast<std::uint64_t>(c.kv_bytes_per_token(2))),
-             with_commas(static_cast<std::uint64_t>(c.kv_bytes_per_token(4))));
+  std::int64_t writing = 0, numbers = 0;  // layers that write a cache; their K and V numbers a token
+  for (std::int64_t l = 0; l < c.num_layers; ++l)
+    if (c.writes_kv(l)) ++writing, numbers += c.num_kv_heads_of(l) * (c.head_dim_of(l) + c.value_head_dim_of(l));
+  if (writing != c.num_layers || !c.layer_head_dim.empty() || !c.layer_num_kv_heads.empty())
+    fmt::print("  KV bytes per token  {} K and V numbers (the {} of {} layers that write a cache) x bytes = {} (f16), "
+               "{} (f32)\n",
+               numbers, writing, c.num_layers, with_commas(static_cast<std::uint64_t>(c.kv_bytes_per_token(2))),
+               with_commas(static_cast<std::uint64_t>(c.kv_bytes_per_token(4))));
+  else
+    fmt::print("  KV bytes per token  2 x {} layers x {} KV heads x {} dims x bytes = {} (f16), {} (f32)\n",
+               c.num_layers, c.num_kv_heads, c.head_dim,
+               with_commas(static_cast<std::uint64_t>(c.kv_bytes_per_token(2))),
+               with_commas(static_cast<std::uint64_t>(c.kv_bytes_per_token(4))));
 }
 
 void print_config(const GgufFile& f) {

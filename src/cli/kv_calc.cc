@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "kv/capacity_planner.h"
 #include "kv/capacity_report.h"
+#include "model/arch/registry.h"
 #include "model/gguf_file.h"
 #include "model/model_config.h"
 #include "tensor/kv_dtype.h"
@@ -64,7 +65,10 @@ Model load_model(const std::string& name) {
     fail("\"{}\" is neither a model preset nor a GGUF file; presets are:\n{}", name, list_names());
   // TODO(kv-calc): safetensors configs once the model module reads them.
   const GgufFile f = GgufFile::open(name);
-  const ModelConfig c = ModelConfig::from_gguf(f);
+  ModelConfig c = ModelConfig::from_gguf(f);
+  // The architecture's own keys: layers of two shapes, a KV cache shared by
+  // later layers (Gemma 4), which change what a token caches.
+  if (const ArchEntry* arch = find_arch(c.architecture)) arch->configure(c, f);
   Model m;
   m.source = "file " + name;
   m.shape = model_shape(c);

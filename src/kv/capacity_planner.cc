@@ -151,6 +151,15 @@ ModelShape model_shape(const ModelConfig& c) {
   m.value_head_dim = static_cast<int>(c.value_head_dim);
   m.num_experts = static_cast<int>(c.num_experts);
   m.max_context_tokens = c.context_length;
+  bool uniform = true;
+  for (std::int64_t l = 0; l < c.num_layers; ++l)
+    uniform = uniform && c.writes_kv(l) && c.num_kv_heads_of(l) == c.num_kv_heads && c.head_dim_of(l) == c.head_dim &&
+              c.value_head_dim_of(l) == c.value_head_dim;
+  if (!uniform)
+    for (std::int64_t l = 0; l < c.num_layers; ++l)
+      if (c.writes_kv(l))
+        m.kv_layers.push_back({static_cast<int>(c.num_kv_heads_of(l)), static_cast<int>(c.head_dim_of(l)),
+                               static_cast<int>(c.value_head_dim_of(l))});
   return m;
 }
 
@@ -183,6 +192,13 @@ std::int64_t kv_bytes_per_token(const ModelShape& model, const NumberFormat& kv_
 std::int64_t kv_bytes_per_token(const ModelShape& model, const NumberFormat& k_format, const NumberFormat& v_format) {
   if (model.num_layers <= 0) fail("model {}: number of layers must be positive", model.name);
   if (model.kv_latent_dim > 0) return model.num_layers * k_format.row_bytes(model.kv_latent_dim);
+  if (!model.kv_layers.empty()) {
+    std::int64_t bytes = 0;
+    for (const ModelShape::LayerKv& l : model.kv_layers)
+      bytes += static_cast<std::int64_t>(l.num_kv_heads) *
+               (k_format.row_bytes(l.head_dim) + v_format.row_bytes(l.value_head_dim));
+    return bytes;
+  }
   if (model.num_kv_heads <= 0 || model.head_dim <= 0)
     fail("model {}: KV heads ({}) and head dim ({}) must be positive", model.name, model.num_kv_heads,
          model.head_dim);

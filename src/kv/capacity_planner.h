@@ -70,6 +70,15 @@ struct ModelShape {
   int kv_latent_dim = 0;
   int num_experts = 0;          // routed experts per MoE layer; 0 for a dense model
   std::int64_t max_context_tokens = 0;  // trained context, for reference
+  // Layers whose caches differ in shape, or that read another layer's (Gemma
+  // 4): one entry per layer that writes a cache; empty: num_layers layers of
+  // num_kv_heads x head_dim (value_head_dim) each.
+  struct LayerKv {
+    int num_kv_heads = 0;
+    int head_dim = 0;
+    int value_head_dim = 0;
+  };
+  std::vector<LayerKv> kv_layers;
 };
 
 struct DeviceSpec {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
@@ -43,6 +44,26 @@ std::string kv_formula(const ModelShape& m, const NumberFormat& k, const NumberF
   if (m.kv_latent_dim > 0)
     return fmt::format("{} layers x {} (one latent row for K and V)", m.num_layers,
                        row_text(k, m.kv_latent_dim, "numbers"));
+  if (!m.kv_layers.empty()) {
+    // Layers of several shapes, some reading another's cache: each shape's
+    // writing layers, in the order they first come.
+    std::vector<std::pair<ModelShape::LayerKv, int>> kinds;
+    for (const ModelShape::LayerKv& l : m.kv_layers) {
+      auto same = [&](const auto& kind) {
+        return kind.first.num_kv_heads == l.num_kv_heads && kind.first.head_dim == l.head_dim &&
+               kind.first.value_head_dim == l.value_head_dim;
+      };
+      if (auto it = std::find_if(kinds.begin(), kinds.end(), same); it != kinds.end())
+        ++it->second;
+      else
+        kinds.emplace_back(l, 1);
+    }
+    std::string terms;
+    for (const auto& [kind, count] : kinds)
+      terms += fmt::format("{}{} layers x {} KV heads x (K {} + V {})", terms.empty() ? "" : " + ", count,
+                           kind.num_kv_heads, row_text(k, kind.head_dim), row_text(v, kind.value_head_dim));
+    return fmt::format("{} (the {} of {} layers that write a cache)", terms, m.kv_layers.size(), m.num_layers);
+  }
   const int vd = m.value_head_dim > 0 ? m.value_head_dim : m.head_dim;
   if (k.name != v.name || vd != m.head_dim)
     return fmt::format("{} layers x {} KV heads x (K {} + V {})", m.num_layers, m.num_kv_heads, row_text(k, m.head_dim),

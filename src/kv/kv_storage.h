@@ -1,5 +1,7 @@
-// KvStorage: the memory of the paged KV cache: for every layer a K pool and a
-// V pool of num_blocks fixed-size blocks (layout in backend/kv_pool.h: codes
+// KvStorage: the memory of the paged KV cache: for every layer that writes
+// one a K pool and a V pool of num_blocks fixed-size blocks (a layer that
+// reads an earlier layer's cache, as Gemma 4's last layers do, shares its
+// pools) (layout in backend/kv_pool.h: codes
 // and, for the scaled types, their scales beside them), allocated once on the
 // backend's device from a byte budget that counts every byte, scales included.
 #pragma once
@@ -32,9 +34,13 @@ class KvStorage {
   // Every byte of the pools: whole blocks, plus under 64 bytes of alignment
   // per array (codes, scales) of a pool; never more than the budget.
   std::uint64_t total_bytes() const { return total_bytes_; }
+  // Per layer, the pools it attends over (a shared layer's are its source's).
   std::vector<PagedKv>& layers() { return layers_; }
+  // Each pool once: the writing layers' (what block copies go over).
+  std::vector<PagedKv>& pools() { return pools_; }
 
-  // Bytes one block takes for this model: all layers, K and V, with scales.
+  // Bytes one block takes for this model: all writing layers, K and V, with
+  // scales.
   static std::uint64_t block_bytes(const ModelConfig& config, std::int64_t block_size, KvCacheDType dtype);
   // Blocks of `block_size` that fit in `budget_bytes` for this model,
   // alignment included.
@@ -49,6 +55,7 @@ class KvStorage {
   std::uint64_t total_bytes_ = 0;
   Buffer buffer_;
   std::vector<PagedKv> layers_;
+  std::vector<PagedKv> pools_;
 };
 
 }  // namespace folio

@@ -10,9 +10,32 @@
 
 namespace folio {
 
+std::int64_t ModelConfig::head_dim_of(std::int64_t layer) const {
+  return layer_head_dim.empty() ? head_dim : layer_head_dim[static_cast<std::size_t>(layer)];
+}
+
+std::int64_t ModelConfig::value_head_dim_of(std::int64_t layer) const {
+  return layer_head_dim.empty() ? value_head_dim : layer_head_dim[static_cast<std::size_t>(layer)];
+}
+
+std::int64_t ModelConfig::num_kv_heads_of(std::int64_t layer) const {
+  return layer_num_kv_heads.empty() ? num_kv_heads : layer_num_kv_heads[static_cast<std::size_t>(layer)];
+}
+
+std::int64_t ModelConfig::intermediate_size_of(std::int64_t layer) const {
+  return layer_intermediate_size.empty() ? intermediate_size
+                                         : layer_intermediate_size[static_cast<std::size_t>(layer)];
+}
+
+std::int64_t ModelConfig::kv_layer_of(std::int64_t layer) const {
+  return kv_source_layer.empty() ? layer : kv_source_layer[static_cast<std::size_t>(layer)];
+}
+
 std::int64_t ModelConfig::kv_bytes_per_token(double bytes_per_number) const {
-  return static_cast<std::int64_t>(std::llround(
-      static_cast<double>(num_layers * num_kv_heads * (head_dim + value_head_dim)) * bytes_per_number));
+  std::int64_t numbers = 0;
+  for (std::int64_t l = 0; l < num_layers; ++l)
+    if (writes_kv(l)) numbers += num_kv_heads_of(l) * (head_dim_of(l) + value_head_dim_of(l));
+  return static_cast<std::int64_t>(std::llround(static_cast<double>(numbers) * bytes_per_number));
 }
 
 ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
@@ -27,13 +50,28 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
     if (v <= 0 || v > (std::int64_t{1} << 32)) fail("{}: {} = {} is out of range", f.path(), key, v);
     return v;
   };
+  // A key that may hold one number per layer (Gemma 4's FFN widths and KV
+  // heads): the per-layer values go to `per_layer`, the largest is returned.
+  auto need_per_layer = [&](const std::string& key, std::vector<std::int64_t>& per_layer) {
+    const GgufValue& value = f.get(key);
+    if (!value.is_array()) return need(key);
+    per_layer = value.ints(key);
+    if (static_cast<std::int64_t>(per_layer.size()) != c.num_layers)
+      fail("{}: {} holds {} values for {} layers", f.path(), key, per_layer.size(), c.num_layers);
+    for (std::int64_t v : per_layer)
+      if (v <= 0 || v > (std::int64_t{1} << 32)) fail("{}: {} holds {}, which is out of range", f.path(), key, v);
+    return *std::max_element(per_layer.begin(), per_layer.end());
+  };
   c.num_layers = need(a + "block_count");
   c.hidden_size = need(a + "embedding_length");
-  c.intermediate_size = need(a + "feed_forward_length");
+  c.intermediate_size = need_per_layer(a + "feed_forward_length", c.layer_intermediate_size);
   c.num_heads = need(a + "attention.head_count");
-  c.num_kv_heads = f.find(a + "attention.head_count_kv") ? need(a + "attention.head_count_kv") : c.num_heads;
-  if (c.num_heads % c.num_kv_heads != 0)
-    fail("{}: {} attention heads are not a multiple of {} KV heads", f.path(), c.num_heads, c.num_kv_heads);
+  c.num_kv_heads = f.find(a + "attention.head_count_kv")
+                       ? need_per_layer(a + "attention.head_count_kv", c.layer_num_kv_heads)
+                       : c.num_heads;
+  for (std::int64_t l = 0; l < c.num_layers; ++l)
+    if (c.num_heads % c.num_kv_heads_of(l) != 0)
+      fail("{}: {} attention heads are not a multiple of {} KV heads", f.path(), c.num_heads, c.num_kv_heads_of(l));
   c.head_dim = f.find(a + "attention.key_length") ? need(a + "attention.key_length")
                                                   : c.hidden_size / c.num_heads;
   c.value_head_dim = f.find(a + "attention.value_length") ? need(a + "attention.value_length") : c.head_dim;

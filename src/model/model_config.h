@@ -132,9 +132,40 @@ struct ModelConfig {
   bool is_moe() const { return num_experts > 0; }
   bool is_mla() const { return kv_lora_rank > 0; }
 
+  // Layers that differ from one another (Gemma 4: sliding-window layers with
+  // heads of one size, global layers with larger heads and fewer of them, a
+  // wider FFN on some). Each vector is empty where every layer has the
+  // uniform value above; where it is not, the uniform value is the largest
+  // (what the workspace is sized by).
+  std::vector<std::int64_t> layer_head_dim;           // K and V head size of each layer
+  std::vector<std::int64_t> layer_num_kv_heads;
+  std::vector<std::int64_t> layer_intermediate_size;
+  // Per layer: the layer whose KV cache it attends over. A layer that writes
+  // its own names itself; Gemma 4's last layers name an earlier one and
+  // write none, so the cache holds blocks for the writing layers only.
+  // Empty: every layer writes its own.
+  std::vector<std::int64_t> kv_source_layer;
+  // Gemma 4's per-layer embeddings: numbers per layer per token (0: none).
+  std::int64_t per_layer_input_size = 0;
+  // RoPE base of the sliding-window layers where the config gives its own
+  // (Gemma 4); 0: rope.base.
+  float sliding_rope_base = 0.0f;
+  // Gemma 4's global layers: of the rotary table's rope.dim / 2 pairs, the
+  // first this many rotate and the rest by nothing ("proportional" RoPE); 0:
+  // all rotate.
+  std::int64_t rope_rotated_pairs = 0;
+
+  std::int64_t head_dim_of(std::int64_t layer) const;
+  std::int64_t value_head_dim_of(std::int64_t layer) const;
+  std::int64_t num_kv_heads_of(std::int64_t layer) const;
+  std::int64_t intermediate_size_of(std::int64_t layer) const;
+  std::int64_t kv_layer_of(std::int64_t layer) const;
+  bool writes_kv(std::int64_t layer) const { return kv_layer_of(layer) == layer; }
+
   std::int64_t q_dim() const { return num_heads * head_dim; }
   std::int64_t kv_dim() const { return num_kv_heads * head_dim; }
-  // KV bytes per token: 2 x layers x kv_heads x head_dim x bytes per number.
+  // KV bytes per token: over the layers that write a cache, kv_heads x
+  // (head_dim + value_head_dim) x bytes per number.
   std::int64_t kv_bytes_per_token(double bytes_per_number) const;
 
   // Reads the `<arch>.*` keys common to decoder models; an architecture's

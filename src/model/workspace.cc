@@ -6,7 +6,7 @@
 namespace folio {
 namespace {
 constexpr int kNumSlots = 8;
-constexpr int kNumMoeSlots = 12;  // routing and the grouped (token, expert) rows
+constexpr int kNumMoeSlots = 12;  // routing and the grouped (token, expert) rows; Gemma 4's per-layer inputs
 }  // namespace
 
 Workspace::Workspace(Backend& backend, const ModelConfig& c, std::int64_t max_tokens, std::int64_t max_logits)
@@ -14,9 +14,10 @@ Workspace::Workspace(Backend& backend, const ModelConfig& c, std::int64_t max_to
       max_tokens_(max_tokens),
       max_logits_(max_logits),
       vocab_size_(c.vocab_size),
-      num_slots_(c.is_moe() ? kNumMoeSlots : kNumSlots) {
+      num_slots_(c.is_moe() || c.per_layer_input_size > 0 ? kNumMoeSlots : kNumSlots) {
   std::int64_t widest = std::max({c.hidden_size, c.q_dim(), c.num_heads * c.value_head_dim,
-                                  c.intermediate_size, c.kv_dim(), c.num_kv_heads * c.value_head_dim});
+                                  c.intermediate_size, c.kv_dim(), c.num_kv_heads * c.value_head_dim,
+                                  c.num_layers * c.per_layer_input_size});
   if (c.is_moe())
     widest = std::max({widest, c.num_experts + 1, c.shared_expert_intermediate_size,
                        c.num_experts_used * std::max(c.hidden_size, c.expert_intermediate_size)});

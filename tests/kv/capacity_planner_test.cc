@@ -111,6 +111,21 @@ TEST(CapacityPlanner, KvBytesPerTokenForEveryPresetAndFormat) {
   for (const Row& r : rows) EXPECT_EQ(kv_bytes_per_token(preset(r.model), kv(r.format)), r.bytes) << r.model << " " << r.format;
 }
 
+// Layers of two shapes and layers that read another's cache (Gemma 4): only
+// the writing layers' entries count, each with its own heads and sizes.
+TEST(CapacityPlanner, KvBytesPerTokenCountsEachWritingLayerAsItIs) {
+  ModelShape m;
+  m.name = "two kinds";
+  m.num_layers = 5;  // layers 3 and 4 read the caches of 1 and 2
+  m.num_kv_heads = 2;
+  m.head_dim = 32;
+  m.kv_layers = {{2, 16, 16}, {2, 16, 16}, {1, 32, 32}};
+  EXPECT_EQ(kv_bytes_per_token(m, kv("f16")), (2 * 32 + 2 * 32 + 1 * 64) * 2);
+  EXPECT_EQ(kv_bytes_per_token(m, kv("q8_0")), 2 * 2 * 34 + 2 * 2 * 34 + 1 * 2 * 34);  // a block of 32 is 34 bytes
+  m.kv_layers.clear();
+  EXPECT_EQ(kv_bytes_per_token(m, kv("f16")), 5 * 2 * 64 * 2);
+}
+
 TEST(CapacityPlanner, WeightBytesInWholeBlocks) {
   const ModelShape m = preset("Llama-2-7B");
   EXPECT_EQ(weight_bytes(m, kF16), 13'476'831'232);

@@ -15,6 +15,14 @@ DecoderModel::DecoderModel(ModelConfig config, DecoderFeatures features, const W
   const std::int64_t H = c.hidden_size, V = c.vocab_size, F = c.intermediate_size;
   const std::int64_t q_dim = c.q_dim(), kv_dim = c.kv_dim(), v_dim = c.num_kv_heads * c.value_head_dim;
   const std::int64_t o_in = c.num_heads * c.value_head_dim;
+  // Layers of different shapes or a shared KV cache (Gemma 4's) are not
+  // this model's: a file that says so for another architecture is refused.
+  for (std::int64_t l = 0; l < c.num_layers; ++l)
+    if (c.head_dim_of(l) != c.head_dim || c.num_kv_heads_of(l) != c.num_kv_heads ||
+        c.intermediate_size_of(l) != F || !c.writes_kv(l))
+      fail("model {}: layer {} differs in shape from the others or shares another's KV cache, which architecture {} "
+           "does not run",
+           c.name, l, c.architecture);
   token_embd_ = &w.get("token_embd.weight", {V, H});
   output_norm_ = &w.get("output_norm.weight", {H});
   output_ = w.get_optional("output.weight", {V, H});
