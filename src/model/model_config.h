@@ -66,6 +66,28 @@ const char* rope_scaling_name(RopeScaling scaling);
 
 enum class Activation { kSilu, kGeluTanh };
 
+// The linear-attention (gated DeltaNet) layers of a hybrid model (Qwen3-Next,
+// Qwen3.5): their heads and the causal convolution's kernel. Each such layer
+// keeps a fixed-size state per sequence instead of K/V per token.
+struct LinearAttentionConfig {
+  std::int64_t conv_kernel = 0;
+  std::int64_t num_key_heads = 0;
+  std::int64_t num_value_heads = 0;
+  std::int64_t key_dim = 0;    // per head
+  std::int64_t value_dim = 0;  // per head
+  // Value heads in llama.cpp's tiled order (GGUF) instead of grouped by key
+  // head (Hugging Face): DeltaRuleParams::tiled_heads.
+  bool tiled_heads = false;
+  // Channels of the convolution: queries, keys and values side by side.
+  std::int64_t conv_channels() const { return 2 * num_key_heads * key_dim + num_value_heads * value_dim; }
+  // f32 bytes one sequence's state takes in one layer: the convolution's
+  // window and the delta rule's matrices.
+  std::uint64_t state_bytes() const {
+    return static_cast<std::uint64_t>((conv_kernel - 1) * conv_channels() + num_value_heads * key_dim * value_dim) *
+           sizeof(float);
+  }
+};
+
 struct ModelConfig {
   std::string architecture;  // "llama", "qwen2", ...
   std::string name;
@@ -111,7 +133,20 @@ struct ModelConfig {
   std::int64_t shared_expert_intermediate_size = 0;  // 0: no shared expert
   bool expert_weights_norm = false;                  // top-k weights renormalised to sum to 1
 
+  // Hybrid models: true for each layer that is linear attention (empty: none).
+  std::vector<bool> recurrent_layers;
+  LinearAttentionConfig linear;
+
   bool is_moe() const { return num_experts > 0; }
+  std::int64_t num_recurrent_layers() const {
+    std::int64_t n = 0;
+    for (bool r : recurrent_layers) n += r ? 1 : 0;
+    return n;
+  }
+  // Bytes of recurrent state one running sequence holds over all layers.
+  std::uint64_t recurrent_state_bytes_per_seq() const {
+    return static_cast<std::uint64_t>(num_recurrent_layers()) * linear.state_bytes();
+  }
 
   std::int64_t q_dim() const { return num_heads * head_dim; }
   std::int64_t kv_dim() const { return num_kv_heads * head_dim; }

@@ -17,6 +17,8 @@ Workspace::Workspace(Backend& backend, const ModelConfig& c, std::int64_t max_to
       num_slots_(c.is_moe() ? kNumMoeSlots : kNumSlots) {
   std::int64_t widest = std::max({c.hidden_size, c.q_dim(), c.num_heads * c.value_head_dim,
                                   c.intermediate_size, c.kv_dim(), c.num_kv_heads * c.value_head_dim});
+  if (!c.recurrent_layers.empty())
+    widest = std::max({widest, c.linear.conv_channels(), c.linear.num_value_heads * c.linear.value_dim});
   if (c.is_moe())
     widest = std::max({widest, c.num_experts + 1, c.shared_expert_intermediate_size,
                        c.num_experts_used * std::max(c.hidden_size, c.expert_intermediate_size)});

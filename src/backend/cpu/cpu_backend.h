@@ -62,6 +62,11 @@ class CpuBackend final : public Backend {
   void expert_matmul(const Tensor& w, const Tensor& x, const Tensor& offsets, Tensor& y, const Tensor* bias) override;
   void moe_combine(const Tensor& y, const Tensor& assignment_rows, const Tensor& weights, Tensor& out) override;
   void add_sigmoid_gated(Tensor& x, const Tensor& y, const Tensor& gate) override;
+  void causal_conv1d(const Tensor& x, const Tensor& w, const AttentionMetadata& meta, const Tensor& state_slots,
+                     RecurrentState& state, Tensor& out) override;
+  void gated_delta_rule(const Tensor& qkv, const Tensor& a, const Tensor& b, const DeltaRuleParams& params,
+                        const AttentionMetadata& meta, const Tensor& state_slots, RecurrentState& state,
+                        Tensor& out) override;
   // The reference's rows, split over threads (one RowSampler each).
   void sample(const Tensor& logits, const SamplingBatch& batch) override;
 

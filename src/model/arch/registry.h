@@ -69,6 +69,7 @@ extern const ArchEntry kMistralArch;
 extern const ArchEntry kOlmo2Arch;
 extern const ArchEntry kGranite4Arch;
 extern const ArchEntry kGptOssArch;
+extern const ArchEntry kQwen35Arch;
 
 // What the SwiGLU architectures check of a config.json: hidden_act silu
 // (`arch` names the architecture in the error).
