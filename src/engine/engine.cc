@@ -440,7 +440,8 @@ void Engine::copy_forked_blocks(const StepPlan& plan) {
   if (plan.block_copies.empty()) return;
   std::vector<std::pair<std::int32_t, std::int32_t>> pairs;
   for (const BlockCopy& c : plan.block_copies) pairs.emplace_back(c.src, c.dst);
-  for (PagedKv& layer : kv_storage_->layers()) session_->backend->copy_blocks(layer, pairs);
+  for (PagedKv& layer : kv_storage_->layers())
+    if (layer.k.codes.data != nullptr) session_->backend->copy_blocks(layer, pairs);
 }
 
 // Row i of a speculating sequence verifies its i-th proposal.

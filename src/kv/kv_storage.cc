@@ -3,18 +3,29 @@
 #include "core/error.h"
 
 namespace folio {
+namespace {
+
+// Layers that keep K and V: all but a hybrid model's linear-attention ones,
+// whose state lives in kv/StateStorage.
+std::int64_t kv_layers(const ModelConfig& c) { return c.num_layers - c.num_recurrent_layers(); }
+
+bool keeps_kv(const ModelConfig& c, std::int64_t layer) {
+  return c.recurrent_layers.empty() || !c.recurrent_layers[static_cast<std::size_t>(layer)];
+}
+
+}  // namespace
 
 std::uint64_t KvStorage::block_bytes(const ModelConfig& c, std::int64_t block_size, KvCacheDType dtype) {
   const auto rows = static_cast<std::uint64_t>(c.num_kv_heads * block_size);
   const auto row = static_cast<std::uint64_t>(kv_row_total_bytes(dtype.k, c.head_dim) +
                                               kv_row_total_bytes(dtype.v, c.value_head_dim));
-  return static_cast<std::uint64_t>(c.num_layers) * rows * row;
+  return static_cast<std::uint64_t>(kv_layers(c)) * rows * row;
 }
 
 std::int64_t KvStorage::blocks_for_budget(const ModelConfig& c, std::int64_t block_size, KvCacheDType dtype,
                                           std::uint64_t budget_bytes) {
   // Each layer's K and V pools (codes and scales) start 64-byte aligned.
-  const auto padding = static_cast<std::uint64_t>(c.num_layers) * 4 * 64;
+  const auto padding = static_cast<std::uint64_t>(kv_layers(c)) * 4 * 64;
   if (budget_bytes <= padding) return 0;
   return static_cast<std::int64_t>((budget_bytes - padding) / block_bytes(c, block_size, dtype));
 }
@@ -35,6 +46,7 @@ KvStorage::KvStorage(Backend& backend, const ModelConfig& c, const KvStorageOpti
     fail("a KV budget of {} bytes holds no block of {} tokens ({} bytes each); give the cache more memory",
          o.budget_bytes, block_size_, bytes_per_block_);
   for (std::int64_t l = 0; l < c.num_layers; ++l) {
+    if (!keeps_kv(c, l)) continue;
     total_bytes_ += kv_pool_bytes(dtype_.k, num_blocks_, c.num_kv_heads, block_size_, c.head_dim);
     total_bytes_ += kv_pool_bytes(dtype_.v, num_blocks_, c.num_kv_heads, block_size_, c.value_head_dim);
   }
@@ -43,6 +55,10 @@ KvStorage::KvStorage(Backend& backend, const ModelConfig& c, const KvStorageOpti
   for (std::int64_t l = 0; l < c.num_layers; ++l) {
     PagedKv kv;
     kv.block_size = block_size_;
+    if (!keeps_kv(c, l)) {  // no pools: the model never reads this layer's entry
+      layers_.push_back(kv);
+      continue;
+    }
     kv.k = make_kv_pool(buffer_, offset, dtype_.k, num_blocks_, c.num_kv_heads, block_size_, c.head_dim);
     kv.v = make_kv_pool(buffer_, offset, dtype_.v, num_blocks_, c.num_kv_heads, block_size_, c.value_head_dim);
     layers_.push_back(kv);

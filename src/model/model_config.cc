@@ -12,7 +12,8 @@ namespace folio {
 
 std::int64_t ModelConfig::kv_bytes_per_token(double bytes_per_number) const {
   return static_cast<std::int64_t>(std::llround(
-      static_cast<double>(num_layers * num_kv_heads * (head_dim + value_head_dim)) * bytes_per_number));
+      static_cast<double>((num_layers - num_recurrent_layers()) * num_kv_heads * (head_dim + value_head_dim)) *
+      bytes_per_number));
 }
 
 ModelConfig ModelConfig::from_gguf(const GgufFile& f) {

@@ -150,7 +150,7 @@ struct ModelConfig {
 
   std::int64_t q_dim() const { return num_heads * head_dim; }
   std::int64_t kv_dim() const { return num_kv_heads * head_dim; }
-  // KV bytes per token: 2 x layers x kv_heads x head_dim x bytes per number.
+  // KV bytes per token: 2 x layers that keep K/V (not linear attention) x kv_heads x head_dim x bytes per number.
   std::int64_t kv_bytes_per_token(double bytes_per_number) const;
 
   // Reads the `<arch>.*` keys common to decoder models; an architecture's

@@ -15,6 +15,7 @@
 #include "backend/backend_factory.h"
 #include "core/error.h"
 #include "engine/engine.h"
+#include "kv/kv_storage.h"
 #include "kv/state_storage.h"
 #include "model/model_loader.h"
 #include "support/engine_invariance.h"
@@ -128,6 +129,10 @@ TEST(Qwen35, StateCacheIsCountedInTheBudget) {
   const ModelConfig& m = session->config();
   // Per sequence: 6 linear layers x (3 x 64 window + 2 x 16 x 16 matrix) f32.
   EXPECT_EQ(m.recurrent_state_bytes_per_seq(), 6u * (3 * 64 + 2 * 16 * 16) * 4);
+  // K/V only for the 2 attention layers: a block of 16 tokens, one KV head of
+  // 32 numbers in f16, K and V.
+  EXPECT_EQ(KvStorage::block_bytes(m, 16, KvCacheDType{}), 2u * 16 * (32 + 32) * 2);
+  EXPECT_EQ(m.kv_bytes_per_token(2), 2 * (32 + 32) * 2);
   EngineConfig e;
   e.max_model_len = 256;
   e.max_num_seqs = 8;

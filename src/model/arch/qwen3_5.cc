@@ -103,9 +103,11 @@ void add_f32(Weights& w, const std::string& name, const SafetensorsTensor& t, st
 // The DeltaNet's tensors of a Hugging Face checkpoint, under llama.cpp's
 // names: the projections as they are; the convolution ([channels, 1,
 // kernel]) as f32 [channels, kernel]; A_log as the decay -exp(A_log) (what
-// GGUF stores); dt_bias and the gated norm as f32.
+// GGUF stores); dt_bias and the gated norm as f32. The multi-token-prediction
+// layers (mtp.*) are left out, as transformers' Qwen3_5ForCausalLM does.
 bool add_linear_attention_tensor(Weights& w, const HfCheckpoint& c, const SafetensorsTensor& t) {
   const std::string_view name = t.name;
+  if (name.starts_with("mtp.")) return true;
   constexpr std::string_view kPrefix = "model.layers.";
   const std::size_t mark = name.find(".linear_attn.");
   if (!name.starts_with(kPrefix) || mark == std::string_view::npos) return false;
