@@ -284,9 +284,14 @@ class Backend {
   // activations (Qwen2-MoE's gated shared expert).
   virtual void add_sigmoid_gated(Tensor& x, const Tensor& y, const Tensor& gate) = 0;
 
+  // Whether causal_conv1d and gated_delta_rule run here; a backend without
+  // kernels for them says so, and a hybrid model is refused at load.
+  virtual bool has_linear_attention() const { return true; }
+
   // Linear attention (gated DeltaNet). Each sequence s of meta runs its
   // tokens in order from its slot state_slots[s] ([num_seqs] i32; negative:
-  // a padding sequence, neither read nor written) of `state`, or from zeros
+  // a padding sequence, whose outputs are zeros and which reads and writes no
+  // slot) of `state`, or from zeros
   // when its first token this step is at position 0, and leaves the slot
   // holding its state after its last token: a sequence fed in chunks gets
   // the bits it gets in one step, and sequences never read each other's.

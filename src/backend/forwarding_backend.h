@@ -34,6 +34,7 @@ class ForwardingBackend : public Backend {
   QueuePoint queue_point() override { return inner_->queue_point(); }
   void wait_until(QueuePoint point) override { inner_->wait_until(point); }
   Buffer load_weight(Tensor& w) override { return inner_->load_weight(w); }
+  bool has_linear_attention() const override { return inner_->has_linear_attention(); }
 
   void embedding(const Tensor& table, const Tensor& ids, Tensor& out) override;
   void matmul(const Tensor& w, const Tensor& x, Tensor& y, const Tensor* bias) override;

@@ -128,12 +128,14 @@ void Engine::refuse_unsupported_with_state(const ModelConfig& model) {
   }
 }
 
-// A running sequence's state slot, taken on its first step. Slots of
+// A running sequence's state slot, taken on its first step, which starts at
+// position 0 (a later one would read a state nobody wrote). Slots of
 // sequences that were preempted (they restart from position 0) or are gone
 // are given back first.
-std::int64_t Engine::state_slot(SequenceId id) {
+std::int64_t Engine::state_slot(SequenceId id, int num_computed_tokens) {
   auto it = state_slots_.find(id);
   if (it != state_slots_.end()) return it->second;
+  FOLIO_CHECK(num_computed_tokens == 0);
   const std::int64_t slot = state_storage_->acquire();
   FOLIO_CHECK(slot >= 0);  // max_num_seqs slots for at most max_num_seqs running sequences
   state_slots_.emplace(id, slot);
@@ -465,7 +467,7 @@ const Engine::StepInputs& Engine::prepare_inputs(const StepPlan& plan) {
                                                            static_cast<std::size_t>(q.num_new_tokens));
     c.num_computed_tokens = q.num_computed_tokens;
     c.block_table = &kv_->block_table(q.id);
-    if (state_storage_) c.state_slot = state_slot(q.id);
+    if (state_storage_) c.state_slot = state_slot(q.id, q.num_computed_tokens);
     // prompt_logprobs: a row for every fed token, the sampling row last.
     c.num_logits = q.prompt_logits ? q.num_new_tokens : q.sample ? q.num_draft_tokens + 1 : 0;
     in.chunks.push_back(c);

@@ -166,7 +166,7 @@ class Engine {
   void forget_speculation(SequenceId id);
   // Hybrid models (a recurrent state per sequence).
   void refuse_unsupported_with_state(const ModelConfig& model);
-  std::int64_t state_slot(SequenceId id);
+  std::int64_t state_slot(SequenceId id, int num_computed_tokens);
   void release_state_slots(const StepPlan& plan);
   // n > 1: the other completions of requests whose prompt this step
   // finished share it, and sample their first token from the same logits.

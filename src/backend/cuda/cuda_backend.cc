@@ -503,8 +503,8 @@ void CudaBackend::add_sigmoid_gated(Tensor& x, const Tensor& y, const Tensor& ga
                                  stream_);
 }
 
-// Linear attention has no kernel yet: a hybrid model (Qwen3-Next / Qwen3.5)
-// is refused on its first step with what to do, never run wrongly.
+// Linear attention has no kernel yet (has_linear_attention: false): a hybrid
+// model (Qwen3.5) is refused at load; a direct call is refused here.
 void CudaBackend::causal_conv1d(const Tensor&, const Tensor&, const AttentionMetadata&, const Tensor&,
                                 RecurrentState&, Tensor&) {
   fail("the CUDA backend has no linear-attention (gated DeltaNet) kernels yet; run this hybrid model with "

@@ -51,6 +51,7 @@ void causal_conv1d_seqs(const Tensor& x, const Tensor& w, const AttentionMetadat
   std::vector<float> rows;                // [window + tokens, channels] the inputs in order
   for (std::int64_t s = seq_begin; s < seq_end; ++s) {
     const SeqSpan span = seq_span(meta, state_slots, state.conv.shape[0], s, "causal_conv1d");
+    if (span.slot < 0) std::fill(out.as<float>() + span.begin * C, out.as<float>() + span.end * C, 0.0f);
     if (span.slot < 0 || span.end == span.begin) continue;
     const std::int64_t n = span.end - span.begin;
     float* window = state.conv.as<float>() + span.slot * W * C;  // [kernel - 1, channels]
@@ -81,6 +82,8 @@ void gated_delta_rule_seqs(const Tensor& qkv, const Tensor& a, const Tensor& b, 
   std::vector<float> kv_mem(static_cast<std::size_t>(dv));
   for (std::int64_t s = seq_begin; s < seq_end; ++s) {
     const SeqSpan span = seq_span(meta, state_slots, state.state.shape[0], s, "gated_delta_rule");
+    if (span.slot < 0)
+      std::fill(out.as<float>() + span.begin * nv * dv, out.as<float>() + span.end * nv * dv, 0.0f);
     if (span.slot < 0 || span.end == span.begin) continue;
     float* slot = state.state.as<float>() + span.slot * nv * dk * dv;  // [value_heads, key_dim, value_dim]
     if (span.fresh) std::fill(slot, slot + nv * dk * dv, 0.0f);

@@ -231,6 +231,10 @@ class Qwen35Model final : public Model {
 Qwen35Model::Qwen35Model(const ModelConfig& config, const Weights& w, Backend& backend)
     : Model(config), backend_(backend) {
   const ModelConfig& c = config_;
+  if (!backend.has_linear_attention())
+    fail("model {}: the {} backend has no linear-attention (gated DeltaNet) kernels yet; run this hybrid model with "
+         "--backend cpu",
+         c.name, backend.name());
   const LinearAttentionConfig& lin = c.linear;
   const std::int64_t H = c.hidden_size, V = c.vocab_size, F = c.intermediate_size, hd = c.head_dim;
   const std::int64_t C = lin.conv_channels(), nv = lin.num_value_heads, dv = lin.value_dim;
