@@ -84,8 +84,14 @@ void print_config(const ModelConfig& c, bool supported) {
       if (w > 0) ++count, window = w;
     fmt::print("  sliding window      {} tokens on {} of {} layers\n", window, count, c.num_layers);
   }
+  if (c.num_recurrent_layers() > 0)
+    fmt::print("  linear attention    {} of {} layers: {} key heads of {}, {} value heads of {}, conv kernel {}; "
+               "state {} bytes per sequence (f32), whatever its length\n",
+               c.num_recurrent_layers(), c.num_layers, c.linear.num_key_heads, c.linear.key_dim,
+               c.linear.num_value_heads, c.linear.value_dim, c.linear.conv_kernel,
+               with_commas(c.recurrent_state_bytes_per_seq()));
   fmt::print("  KV bytes per token  2 x {} layers x {} KV heads x {} dims x bytes = {} (f16), {} (f32)\n",
-             c.num_layers, c.num_kv_heads, c.head_dim, with_commas(static_cast<std::uint64_t>(c.kv_bytes_per_token(2))),
+             c.num_layers - c.num_recurrent_layers(), c.num_kv_heads, c.head_dim, with_commas(static_cast<std::uint64_t>(c.kv_bytes_per_token(2))),
              with_commas(static_cast<std::uint64_t>(c.kv_bytes_per_token(4))));
 }
 
