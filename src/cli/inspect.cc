@@ -91,7 +91,8 @@ void print_config(const ModelConfig& c, bool supported) {
                c.linear.num_value_heads, c.linear.value_dim, c.linear.conv_kernel,
                with_commas(c.recurrent_state_bytes_per_seq()));
   fmt::print("  KV bytes per token  2 x {} layers x {} KV heads x {} dims x bytes = {} (f16), {} (f32)\n",
-             c.num_layers - c.num_recurrent_layers(), c.num_kv_heads, c.head_dim, with_commas(static_cast<std::uint64_t>(c.kv_bytes_per_token(2))),
+             c.num_layers - c.num_recurrent_layers(), c.num_kv_heads, c.head_dim,
+             with_commas(static_cast<std::uint64_t>(c.kv_bytes_per_token(2))),
              with_commas(static_cast<std::uint64_t>(c.kv_bytes_per_token(4))));
 }
 

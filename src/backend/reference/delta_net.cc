@@ -23,7 +23,8 @@ SeqSpan seq_span(const AttentionMetadata& meta, const Tensor& state_slots, std::
   const auto* qs = meta.query_start.as<const std::int32_t>();
   SeqSpan span{qs[s], qs[s + 1], state_slots.as<const std::int32_t>()[s], false};
   if (span.begin < 0 || span.end < span.begin || span.end > meta.num_tokens)
-    fail("backend op {}: sequence {} has tokens [{}, {}) of a step of {}", op, s, span.begin, span.end, meta.num_tokens);
+    fail("backend op {}: sequence {} has tokens [{}, {}) of a step of {}", op, s, span.begin, span.end,
+         meta.num_tokens);
   if (span.slot >= num_slots) fail("backend op {}: sequence {} has state slot {} of {}", op, s, span.slot, num_slots);
   if (span.end > span.begin) span.fresh = meta.positions.as<const std::int32_t>()[span.begin] == 0;
   return span;

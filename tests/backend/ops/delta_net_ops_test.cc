@@ -54,7 +54,8 @@ TEST_P(DeltaNetOps, ConvolutionAndDeltaRuleAgainstReference) {
     const std::string what = tiled ? "tiled heads" : "grouped heads";
     // Slots start with garbage: fresh sequences must not read it.
     std::vector<float> window = random_floats(static_cast<std::size_t>(kSlots * (kKernel - 1) * kChannels), rng);
-    std::vector<float> matrix = random_floats(static_cast<std::size_t>(kSlots * kValueHeads * kKeyDim * kValueDim), rng);
+    std::vector<float> matrix =
+        random_floats(static_cast<std::size_t>(kSlots * kValueHeads * kKeyDim * kValueDim), rng);
     RecurrentState host_state{Tensor(window.data(), DType::F32, {kSlots, kKernel - 1, kChannels}),
                               Tensor(matrix.data(), DType::F32, {kSlots, kValueHeads, kKeyDim, kValueDim})};
     DeviceTensor window_d(be(), DType::F32, {kSlots, kKernel - 1, kChannels}, 4);
