@@ -90,7 +90,7 @@ OUT = tiny.OUT
 TOP_K = 8
 SEEDS = {"gemma2": 2001, "phi3": 2002, "granite": 2003, "smollm3": 2004, "glm4": 2005, "ministral3": 2006,
          "mistral3": 2007, "olmo2": 2008, "granite4": 2009, "gpt_oss": 2010, "gpt_oss_bf16": 2011,
-         "gemma4": 2012, "deepseek_v2": 2041, "deepseek_v3": 2042}
+         "gemma4": 2012, "qwen3_5": 2012, "deepseek_v2": 2041, "deepseek_v3": 2042}
 # The harmony format's special tokens (gpt-oss's chat format), in the gpt-oss
 # tokenizers so that a conversation renders into them.
 HARMONY_SPECIAL = ["<|startoftext|>", "<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>",
@@ -320,6 +320,23 @@ def build(name: str):
         config = tf.Gemma4TextConfig(**args)
         seqs = [(s, 512) for s in SHORT] + [(ids(72, 37), 512), (ids(40, 41, 7), 512)]
         return tok, tf.Gemma4ForCausalLM(config), dict(pre="gpt-2", seqs=seqs)
+    if name == "qwen3_5":
+        # Qwen3.5's dense layout (issue 42): three gated-DeltaNet layers, then
+        # one gated full-attention layer (output gate, QK-norm, partial RoPE
+        # 0.25 of a 32-wide head, its interleaved-MRoPE sections summing to
+        # the 4 rotated pairs as llama.cpp requires), twice; the linear layers' value heads (2)
+        # share one key head, a kernel-4 causal convolution. The sequences
+        # cross transformers' 64-token chunks of the delta rule several times.
+        tok = tiny.make_tokenizer("qwen2")
+        args = common(tok, num_hidden_layers=8, num_attention_heads=2, num_key_value_heads=1, head_dim=32,
+                      rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25,
+                                       "mrope_section": [2, 1, 1], "mrope_interleaved": True},
+                      linear_conv_kernel_dim=4, linear_key_head_dim=16, linear_value_head_dim=16,
+                      linear_num_key_heads=1, linear_num_value_heads=2, tie_word_embeddings=False,
+                      layer_types=(["linear_attention"] * 3 + ["full_attention"]) * 2)
+        config = tf.Qwen3_5TextConfig(**args)
+        seqs = [(s, 512) for s in SHORT] + [(ids(200, 37), 512), (ids(150, 41, 7), 512)]
+        return tok, tf.Qwen3_5ForCausalLM(config), dict(pre="qwen2", seqs=seqs)
     if name == "olmo2":
         tok = tiny.make_tokenizer("qwen2")
         args = common(tok, rope_theta=500000.0, tie_word_embeddings=False)
@@ -373,6 +390,21 @@ def randomise_gpt_oss(model: torch.nn.Module, seed: int) -> None:
                     p[0] *= 8.0
             elif name.endswith("_bias") or name.endswith("router.bias") or name.endswith(".sinks"):
                 p.copy_(0.5 * noise if not name.endswith(".sinks") else 1.0 + noise)
+
+
+def randomise_qwen3_5(model: torch.nn.Module, seed: int) -> None:
+    """Qwen3.5's norms are zero-centred (the factor is 1 + w) except the DeltaNet's gated one; its decay
+    A = exp(A_log) spans 0.5..4 and dt_bias a unit, so that each state decays at its own rate."""
+    gen = torch.Generator().manual_seed(seed + 2)
+    with torch.no_grad():
+        for name, p in sorted(model.named_parameters()):
+            noise = torch.randn(p.shape, generator=gen, dtype=torch.float32)
+            if p.dim() == 1 and "norm" in name and not name.endswith("linear_attn.norm.weight"):
+                p.copy_(0.2 * noise)
+            elif name.endswith(".A_log"):
+                p.copy_(torch.log(0.5 + 3.5 * torch.rand(p.shape, generator=gen)))
+            elif name.endswith(".dt_bias"):
+                p.copy_(0.5 * noise)
 
 
 FP4_VALUES = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0]
@@ -432,6 +464,8 @@ import sys
 llama_dir, model_dir, outfile, pre, outtype, name = sys.argv[1:7]
 sys.path.insert(0, llama_dir)
 sys.argv = ["convert_hf_to_gguf.py", model_dir, "--outfile", outfile, "--outtype", outtype, "--model-name", name]
+if "qwen3_5" in model_dir:
+    sys.argv.append("--no-mtp")  # the tiny checkpoint has no MTP layer
 import convert_hf_to_gguf
 from conversion import base
 base.TextModel.get_vocab_base_pre = lambda self, tokenizer: pre
@@ -468,6 +502,8 @@ def make(name: str, seed: int, llama_dir: Path) -> None:
         randomise_gpt_oss(model, seed)
     if type(model).__name__ == "Gemma4ForCausalLM":
         randomise_gemma4(model, seed)
+    if type(model).__name__ == "Qwen3_5ForCausalLM":
+        randomise_qwen3_5(model, seed)
     model.eval()
     # The reference runs in fp32 on exactly the numbers the files hold.
     with torch.no_grad():

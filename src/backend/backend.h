@@ -24,6 +24,7 @@
 #include "backend/buffer.h"
 #include "backend/grouped_routing.h"
 #include "backend/kv_pool.h"
+#include "backend/recurrent_state.h"
 #include "backend/sampling/sampling_batch.h"
 #include "core/ids.h"
 #include "tensor/tensor.h"
@@ -33,8 +34,9 @@ namespace folio {
 // The activation of a gated FFN: out = act(gate) * up. kSwigluClamped is
 // gpt-oss's: gate clamped to at most kSwigluClampedLimit, up to
 // [-kSwigluClampedLimit, kSwigluClampedLimit], then
-// out = (up + 1) * (gate * sigmoid(kSwigluClampedAlpha * gate)).
-enum class GluActivation { kSilu, kGeluTanh, kSwigluClamped };
+// out = (up + 1) * (gate * sigmoid(kSwigluClampedAlpha * gate)). kSigmoid is
+// a gate, not an FFN's: out = sigmoid(gate) * up (Qwen3.5's attention output).
+enum class GluActivation { kSilu, kGeluTanh, kSwigluClamped, kSigmoid };
 inline constexpr float kSwigluClampedAlpha = 1.702f;
 inline constexpr float kSwigluClampedLimit = 7.0f;
 
@@ -293,6 +295,38 @@ class Backend {
   // x[t, :] += sigmoid(gate[t]) * y[t, :]; x, y: [T, d], gate: [T, 1], all
   // activations (Qwen2-MoE's gated shared expert).
   virtual void add_sigmoid_gated(Tensor& x, const Tensor& y, const Tensor& gate) = 0;
+
+  // Whether causal_conv1d and gated_delta_rule run here; a backend without
+  // kernels for them says so, and a hybrid model is refused at load.
+  virtual bool has_linear_attention() const { return true; }
+
+  // Linear attention (gated DeltaNet). Each sequence s of meta runs its
+  // tokens in order from its slot state_slots[s] ([num_seqs] i32; negative:
+  // a padding sequence, whose outputs are zeros and which reads and writes no
+  // slot) of `state`, or from zeros
+  // when its first token this step is at position 0, and leaves the slot
+  // holding its state after its last token: a sequence fed in chunks gets
+  // the bits it gets in one step, and sequences never read each other's.
+
+  // out[t, c] = silu(sum over j < kernel of w[c, j] * x[t - kernel + 1 + j, c]),
+  // the inputs before a sequence's first token this step read from its
+  // slot's window (state.conv), which ends holding its last kernel - 1
+  // inputs. x, out: [T, channels] activations (not aliased); w: [channels,
+  // kernel] f32.
+  virtual void causal_conv1d(const Tensor& x, const Tensor& w, const AttentionMetadata& meta,
+                             const Tensor& state_slots, RecurrentState& state, Tensor& out) = 0;
+
+  // The gated delta rule, token by token (its recurrent form, for prefill
+  // and decode alike). qkv: [T, 2 * key_heads * key_dim + value_heads *
+  // value_dim] activations, the convolution's output (queries, keys, values);
+  // a, b: [T, value_heads] activations. Per token and value head h, with
+  // q and k of its key head L2-normalised (eps 1e-6) and q divided by
+  // sqrt(key_dim): g = decay[h] * softplus(a + dt_bias[h]), beta = sigmoid(b),
+  // S = S * e^g; S += k (beta (v - S^T k))^T; out = S^T q. S: the slot's
+  // [key_dim, value_dim] state.state. out: [T, value_heads, value_dim].
+  virtual void gated_delta_rule(const Tensor& qkv, const Tensor& a, const Tensor& b, const DeltaRuleParams& params,
+                                const AttentionMetadata& meta, const Tensor& state_slots, RecurrentState& state,
+                                Tensor& out) = 0;
 
   // Sampling: each row of batch.rows turns one row of logits ([rows, vocab]
   // f32) into a token (SamplingRowParams says how: bias and penalties from

@@ -100,12 +100,7 @@ void ForwardingBackend::write_kv(const Tensor& k, const Tensor& v, const Tensor&
 
 void ForwardingBackend::attention(const Tensor& q, const PagedKv& kv, const AttentionMetadata& meta,
                                   const AttentionParams& params, Tensor& out) {
-  AttentionMetadata m = meta;
-  m.positions = view(meta.positions, "positions");
-  m.slot_mapping = view(meta.slot_mapping, "slot_mapping");
-  m.query_start = view(meta.query_start, "query_start");
-  m.seq_lens = view(meta.seq_lens, "seq_lens");
-  m.block_tables = view(meta.block_tables, "block_tables");
+  const AttentionMetadata m = view_meta(meta);
   AttentionParams p = params;
   if (params.sinks.data != nullptr) p.sinks = view(params.sinks, "attention sinks");
   issue([this, q = view(q, "queries"), kv = view_kv(kv), m, params = p, out = view(out, "attention's output")]() mutable {
@@ -171,6 +166,42 @@ void ForwardingBackend::concat_cols(const Tensor& a, const Tensor& b, Tensor& ou
 void ForwardingBackend::add_sigmoid_gated(Tensor& x, const Tensor& y, const Tensor& gate) {
   issue([this, x = view(x, "add_sigmoid_gated's output"), y = view(y, "shared expert output"),
          gate = view(gate, "gate")]() mutable { inner_->add_sigmoid_gated(x, y, gate); });
+}
+
+void ForwardingBackend::causal_conv1d(const Tensor& x, const Tensor& w, const AttentionMetadata& meta,
+                                      const Tensor& state_slots, RecurrentState& state, Tensor& out) {
+  issue([this, x = view(x, "causal_conv1d's input"), w = view(w, "convolution weights"), meta = view_meta(meta),
+         slots = view(state_slots, "state slots"), state = view_state(state),
+         out = view(out, "causal_conv1d's output")]() mutable {
+    inner_->causal_conv1d(x, w, meta, slots, state, out);
+  });
+}
+
+void ForwardingBackend::gated_delta_rule(const Tensor& qkv, const Tensor& a, const Tensor& b,
+                                         const DeltaRuleParams& params, const AttentionMetadata& meta,
+                                         const Tensor& state_slots, RecurrentState& state, Tensor& out) {
+  DeltaRuleParams p = params;
+  p.decay = view(params.decay, "delta rule decay");
+  p.dt_bias = view(params.dt_bias, "delta rule dt_bias");
+  issue([this, qkv = view(qkv, "delta rule qkv"), a = view(a, "delta rule a"), b = view(b, "delta rule b"), p,
+         meta = view_meta(meta), slots = view(state_slots, "state slots"), state = view_state(state),
+         out = view(out, "gated_delta_rule's output")]() mutable {
+    inner_->gated_delta_rule(qkv, a, b, p, meta, slots, state, out);
+  });
+}
+
+AttentionMetadata ForwardingBackend::view_meta(const AttentionMetadata& meta) {
+  AttentionMetadata m = meta;
+  m.positions = view(meta.positions, "positions");
+  m.slot_mapping = view(meta.slot_mapping, "slot_mapping");
+  m.query_start = view(meta.query_start, "query_start");
+  m.seq_lens = view(meta.seq_lens, "seq_lens");
+  m.block_tables = view(meta.block_tables, "block_tables");
+  return m;
+}
+
+RecurrentState ForwardingBackend::view_state(const RecurrentState& state) {
+  return {view(state.conv, "convolution window"), view(state.state, "recurrent state")};
 }
 
 void ForwardingBackend::sample(const Tensor& logits, const SamplingBatch& batch) {

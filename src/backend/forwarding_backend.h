@@ -34,6 +34,7 @@ class ForwardingBackend : public Backend {
   QueuePoint queue_point() override { return inner_->queue_point(); }
   void wait_until(QueuePoint point) override { inner_->wait_until(point); }
   Buffer load_weight(Tensor& w) override { return inner_->load_weight(w); }
+  bool has_linear_attention() const override { return inner_->has_linear_attention(); }
 
   void embedding(const Tensor& table, const Tensor& ids, Tensor& out) override;
   void matmul(const Tensor& w, const Tensor& x, Tensor& y, const Tensor* bias) override;
@@ -58,6 +59,11 @@ class ForwardingBackend : public Backend {
                          Tensor& ids, Tensor& weights) override;
   void concat_cols(const Tensor& a, const Tensor& b, Tensor& out) override;
   void add_sigmoid_gated(Tensor& x, const Tensor& y, const Tensor& gate) override;
+  void causal_conv1d(const Tensor& x, const Tensor& w, const AttentionMetadata& meta, const Tensor& state_slots,
+                     RecurrentState& state, Tensor& out) override;
+  void gated_delta_rule(const Tensor& qkv, const Tensor& a, const Tensor& b, const DeltaRuleParams& params,
+                        const AttentionMetadata& meta, const Tensor& state_slots, RecurrentState& state,
+                        Tensor& out) override;
   void sample(const Tensor& logits, const SamplingBatch& batch) override;
 
  protected:
@@ -68,6 +74,8 @@ class ForwardingBackend : public Backend {
 
  private:
   PagedKv view_kv(const PagedKv& kv);
+  AttentionMetadata view_meta(const AttentionMetadata& meta);
+  RecurrentState view_state(const RecurrentState& state);
 
   std::unique_ptr<Backend> inner_;
 };

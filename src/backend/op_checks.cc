@@ -209,6 +209,55 @@ void add_sigmoid_gated(const Tensor& x, const Tensor& y, const Tensor& gate, DTy
   FOLIO_NEED(gate.numel() == x.rows(), "add_sigmoid_gated", "gate {} must be [rows, 1] for x {}", desc(gate), desc(x));
 }
 
+namespace {
+
+void state_slots(const Tensor& slots, const AttentionMetadata& meta, const char* op) {
+  FOLIO_NEED(slots.dtype == DType::I32 && slots.numel() >= meta.num_seqs, op,
+             "state_slots {} must be i32 [num_seqs] for {} sequences", desc(slots), meta.num_seqs);
+}
+
+}  // namespace
+
+void causal_conv1d(const Tensor& x, const Tensor& w, const AttentionMetadata& meta, const Tensor& slots,
+                   const RecurrentState& state, const Tensor& out, DType act) {
+  const char* op = "causal_conv1d";
+  activations(x, act, op);
+  same_shape(x, out, act, op);
+  FOLIO_NEED(x.data != out.data, op, "out must not alias x");
+  FOLIO_NEED(x.ndim == 2 && x.rows() == meta.num_tokens, op, "x {} must be [num_tokens {}, channels]", desc(x),
+             meta.num_tokens);
+  FOLIO_NEED(w.dtype == DType::F32 && w.ndim == 2 && w.rows() == x.cols() && w.cols() >= 1, op,
+             "w {} must be f32 [channels, kernel] for x {}", desc(w), desc(x));
+  FOLIO_NEED(state.conv.dtype == DType::F32 && state.conv.ndim == 3 && state.conv.shape[1] == w.cols() - 1 &&
+                 state.conv.shape[2] == x.cols(),
+             op, "state window {} must be f32 [slots, kernel - 1, channels] for w {}", desc(state.conv), desc(w));
+  state_slots(slots, meta, op);
+}
+
+void gated_delta_rule(const Tensor& qkv, const Tensor& a, const Tensor& b, const DeltaRuleParams& p,
+                      const AttentionMetadata& meta, const Tensor& slots, const RecurrentState& state,
+                      const Tensor& out, DType act) {
+  const char* op = "gated_delta_rule";
+  activations(qkv, act, op);
+  activations(a, act, op);
+  same_shape(a, b, act, op);
+  activations(out, act, op);
+  FOLIO_NEED(state.state.dtype == DType::F32 && state.state.ndim == 4, op,
+             "state {} must be f32 [slots, value_heads, key_dim, value_dim]", desc(state.state));
+  const std::int64_t nv = state.num_value_heads(), dk = state.key_dim(), dv = state.value_dim();
+  const std::int64_t nk = p.num_key_heads;
+  FOLIO_NEED(nk > 0 && nv % nk == 0, op, "{} value heads must be a multiple of the {} key heads", nv, nk);
+  FOLIO_NEED(qkv.ndim == 2 && qkv.rows() == meta.num_tokens && qkv.cols() == 2 * nk * dk + nv * dv, op,
+             "qkv {} must be [num_tokens {}, {}] for {} key heads of {} and {} value heads of {}", desc(qkv),
+             meta.num_tokens, 2 * nk * dk + nv * dv, nk, dk, nv, dv);
+  FOLIO_NEED(a.numel() == meta.num_tokens * nv, op, "a {} must be [num_tokens, {}]", desc(a), nv);
+  FOLIO_NEED(out.numel() == meta.num_tokens * nv * dv, op, "out {} must be [num_tokens, {}, {}]", desc(out), nv, dv);
+  FOLIO_NEED(p.decay.dtype == DType::F32 && p.decay.numel() == nv && p.dt_bias.dtype == DType::F32 &&
+                 p.dt_bias.numel() == nv,
+             op, "decay {} and dt_bias {} must be f32 [{}]", desc(p.decay), desc(p.dt_bias), nv);
+  state_slots(slots, meta, op);
+}
+
 void sample(const Tensor& logits, const SamplingBatch& b) {
   FOLIO_NEED(logits.dtype == DType::F32 && logits.ndim == 2, "sample", "logits {} must be f32 [rows, vocab]", desc(logits));
   FOLIO_NEED(b.rows.bytes() == static_cast<std::size_t>(b.num_rows) * sizeof(SamplingRowParams), "sample",

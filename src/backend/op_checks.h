@@ -32,5 +32,10 @@ void expert_matmul(const Tensor& w, const Tensor& x, const Tensor& offsets, cons
 void moe_combine(const Tensor& y, const Tensor& assignment_rows, const Tensor& weights, const Tensor& out, DType act);
 void add_sigmoid_gated(const Tensor& x, const Tensor& y, const Tensor& gate, DType act);
 void sample(const Tensor& logits, const SamplingBatch& batch);
+void causal_conv1d(const Tensor& x, const Tensor& w, const AttentionMetadata& meta, const Tensor& state_slots,
+                   const RecurrentState& state, const Tensor& out, DType act);
+void gated_delta_rule(const Tensor& qkv, const Tensor& a, const Tensor& b, const DeltaRuleParams& params,
+                      const AttentionMetadata& meta, const Tensor& state_slots, const RecurrentState& state,
+                      const Tensor& out, DType act);
 
 }  // namespace folio::op_checks

@@ -90,6 +90,12 @@ void print_config(const ModelConfig& c, bool supported) {
       if (w > 0) ++count, window = w;
     fmt::print("  sliding window      {} tokens on {} of {} layers\n", window, count, c.num_layers);
   }
+  if (c.num_recurrent_layers() > 0)
+    fmt::print("  linear attention    {} of {} layers: {} key heads of {}, {} value heads of {}, conv kernel {}; "
+               "state {} bytes per sequence (f32), whatever its length\n",
+               c.num_recurrent_layers(), c.num_layers, c.linear.num_key_heads, c.linear.key_dim,
+               c.linear.num_value_heads, c.linear.value_dim, c.linear.conv_kernel,
+               with_commas(c.recurrent_state_bytes_per_seq()));
   if (c.is_mla()) {
     fmt::print("  latent attention    kv_lora {}, rotary key {}, q_lora {}, expanded heads {} + {} (value {})\n",
                c.kv_lora_rank, c.rope.dim, c.q_lora_rank, c.qk_nope_head_dim, c.rope.dim, c.mla_value_head_dim);

@@ -32,14 +32,19 @@ std::string startup_budget(const ModelSession& session, const Engine& engine) {
   const std::int64_t tokens = static_cast<std::int64_t>(st.kv.num_blocks) * st.kv.block_size;
   const std::int64_t ctx = std::max(1, engine.max_model_len());
   const std::int64_t short_ctx = std::min<std::int64_t>(1024, ctx);
-  const std::string kv = fmt::format("KV cache {} ({} tokens: {} users of {} tokens, or {} of {})",
-                                     size(static_cast<double>(st.kv_bytes)), grouped(tokens), grouped(tokens / ctx),
-                                     grouped(ctx), grouped(tokens / short_ctx), grouped(short_ctx));
+  std::string kv = fmt::format("KV cache {} ({} tokens: {} users of {} tokens, or {} of {})",
+                               size(static_cast<double>(st.kv_bytes)), grouped(tokens), grouped(tokens / ctx),
+                               grouped(ctx), grouped(tokens / short_ctx), grouped(short_ctx));
+  // A hybrid model's state cache: fixed per sequence, whatever its context.
+  if (st.state_bytes > 0)
+    kv += fmt::format(", state cache {} ({} sequences)", size(static_cast<double>(st.state_bytes)),
+                      grouped(st.state_slots));
   const double weights = static_cast<double>(session.loaded.weights->total_bytes());
 #if FOLIO_CUDA
   if (const auto* cuda = dynamic_cast<const CudaBackend*>(session.backend.get())) {
     const CudaMemoryUse m = cuda->memory_use();
-    const double rest = static_cast<double>(m.buffer_bytes + m.scratch_bytes) - static_cast<double>(st.kv_bytes);
+    const double rest = static_cast<double>(m.buffer_bytes + m.scratch_bytes) - static_cast<double>(st.kv_bytes) -
+                        static_cast<double>(st.state_bytes);
     return fmt::format("cuda {} ({}): weights {}, {}, activations and staging {}, {} free", m.device_name,
                        size(static_cast<double>(m.total_bytes)), size(static_cast<double>(m.weight_bytes)), kv,
                        size(std::max(0.0, rest)), size(static_cast<double>(m.free_bytes)));

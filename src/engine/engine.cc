@@ -23,6 +23,8 @@ Engine::Engine(std::shared_ptr<ModelSession> session, const EngineConfig& config
     : session_(std::move(session)), config_(config) {
   const ModelConfig& model = session_->config();
   if (config_.max_model_len <= 0) config_.max_model_len = static_cast<int>(model.context_length);
+  const bool hybrid = !model.recurrent_layers.empty();
+  if (hybrid) refuse_unsupported_with_state(model);
   if (config_.max_model_len > model.context_length)
     fail("--max-model-len {} is beyond the {} tokens model {} supports ({}); lower --max-model-len", config_.max_model_len,
          model.context_length, model.name, context_limit_reason(model));
@@ -31,8 +33,16 @@ Engine::Engine(std::shared_ptr<ModelSession> session, const EngineConfig& config
   kv_options.block_size = config_.block_size;
   kv_options.dtype = config_.kv_dtype;
   std::int64_t blocks = config_.kv_num_blocks;
+  // A hybrid model's state cache: one slot per running sequence (n > 1 is
+  // refused, so no fork needs one), its bytes taken from the KV budget.
+  const std::uint64_t state_bytes = hybrid ? StateStorage::bytes_for(model, config_.max_num_seqs) : 0;
   if (blocks <= 0) {
-    blocks = KvStorage::blocks_for_budget(model, config_.block_size, config_.kv_dtype, config_.kv_cache_bytes);
+    if (state_bytes >= config_.kv_cache_bytes)
+      fail("the recurrent state of {} sequences takes {} bytes, all of the KV cache budget of {}; lower "
+           "--max-num-seqs or give the cache more memory",
+           config_.max_num_seqs, state_bytes, config_.kv_cache_bytes);
+    blocks = KvStorage::blocks_for_budget(model, config_.block_size, config_.kv_dtype,
+                                          config_.kv_cache_bytes - state_bytes);
     // No use for more blocks than every sequence at full length needs.
     const std::int64_t per_seq = (config_.max_model_len + config_.block_size - 1) / config_.block_size;
     blocks = std::min<std::int64_t>(blocks, per_seq * config_.max_num_seqs);
@@ -87,13 +97,66 @@ Engine::Engine(std::shared_ptr<ModelSession> session, const EngineConfig& config
   runner.max_logits = max_seqs * logits_per_seq;
   runner.pad_to_buckets = config_.pad_to_buckets;
   runner.max_model_len = config_.max_model_len;
-  runner_ = std::make_unique<ModelRunner>(*session_->backend, *session_->loaded.model, *kv_storage_, runner);
+  if (hybrid) state_storage_ = std::make_unique<StateStorage>(*session_->backend, model, config_.max_num_seqs);
+  runner_ = std::make_unique<ModelRunner>(*session_->backend, *session_->loaded.model, *kv_storage_, runner,
+                                          state_storage_.get());
   {
     std::lock_guard lock(stats_mutex_);
     stats_.kv_bytes = kv_storage_->total_bytes();
+    if (state_storage_) {
+      stats_.state_bytes = state_storage_->total_bytes();
+      stats_.state_slots = state_storage_->num_slots();
+    }
     refresh_gauges();  // the pool's size is known before the first step (GET /metrics)
   }
   thread_ = std::thread([this] { loop(); });
+}
+
+// What a recurrent state per sequence does not support yet, refused or
+// turned off at start-up with the reason, never run into wrong output.
+void Engine::refuse_unsupported_with_state(const ModelConfig& model) {
+  if (config_.speculative.method != SpeculativeConfig::Method::kNone)
+    fail("model {} keeps a recurrent state per sequence (linear attention), and speculative decoding does not yet "
+         "roll that state back past rejected tokens; start it without --speculative",
+         model.name);
+  if (config_.enable_prefix_caching) {
+    // A prefix-cache hit would skip the tokens whose state the linear
+    // layers need; snapshots of the state at block boundaries are not kept.
+    std::fprintf(stderr, "folio: model %s keeps a recurrent state per sequence; prefix caching is off for it\n",
+                 model.name.c_str());
+    config_.enable_prefix_caching = false;
+  }
+}
+
+// A running sequence's state slot, taken on its first step, which starts at
+// position 0 (a later one would read a state nobody wrote). Slots of
+// sequences that were preempted (they restart from position 0) or are gone
+// are given back first.
+std::int64_t Engine::state_slot(SequenceId id, int num_computed_tokens) {
+  auto it = state_slots_.find(id);
+  if (it != state_slots_.end()) return it->second;
+  FOLIO_CHECK(num_computed_tokens == 0);
+  const std::int64_t slot = state_storage_->acquire();
+  FOLIO_CHECK(slot >= 0);  // max_num_seqs slots for at most max_num_seqs running sequences
+  state_slots_.emplace(id, slot);
+  return slot;
+}
+
+void Engine::release_state_slots(const StepPlan& plan) {
+  for (SequenceId id : plan.preempted) {
+    auto it = state_slots_.find(id);
+    if (it == state_slots_.end()) continue;
+    state_storage_->release(it->second);
+    state_slots_.erase(it);
+  }
+  for (auto it = state_slots_.begin(); it != state_slots_.end();) {
+    if (scheduler_->find(it->first) != nullptr) {
+      ++it;
+      continue;
+    }
+    state_storage_->release(it->second);
+    it = state_slots_.erase(it);
+  }
 }
 
 Engine::~Engine() {
@@ -109,6 +172,11 @@ std::shared_ptr<RequestStream> Engine::submit(EngineRequest request) {
   if (auto problem = check_request(request.prompt, request.params, session_->config().vocab_size,
                                    config_.max_model_len))
     throw EngineError(EngineError::Kind::kInvalid, problem->message);
+  if (state_storage_ && request.params.n > 1)
+    throw EngineError(EngineError::Kind::kInvalid,
+                      fmt::format("n = {} is not supported for model {} yet: it keeps a recurrent state per sequence, "
+                                  "which completions cannot fork from; ask for n = 1 and send the request again",
+                                  request.params.n, session_->config().name));
 
   std::lock_guard lock(mutex_);
   if (draining_ || stop_) throw EngineError(EngineError::Kind::kDraining, "the server is shutting down");
@@ -357,6 +425,7 @@ void Engine::step() {
 StepPlan Engine::schedule() {
   StepPlan plan = scheduler_->schedule();
   for (SequenceId id : plan.preempted) forget_speculation(id);
+  if (state_storage_) release_state_slots(plan);
   const auto now = Clock::now();
   for (const ScheduledSequence& q : plan.sequences) {
     RequestEntry& r = requests_.at(request_of(q.id));
@@ -397,6 +466,7 @@ const Engine::StepInputs& Engine::prepare_inputs(const StepPlan& plan) {
                                                            static_cast<std::size_t>(q.num_new_tokens));
     c.num_computed_tokens = q.num_computed_tokens;
     c.block_table = &kv_->block_table(q.id);
+    if (state_storage_) c.state_slot = state_slot(q.id, q.num_computed_tokens);
     // prompt_logprobs: a row for every fed token, the sampling row last.
     c.num_logits = q.prompt_logits ? q.num_new_tokens : q.sample ? q.num_draft_tokens + 1 : 0;
     in.chunks.push_back(c);

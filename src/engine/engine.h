@@ -164,6 +164,10 @@ class Engine {
   void count_speculation(ScheduledSequence& q, int num_accepted);
   // The sequence finished or was preempted: the proposer and the controller forget it.
   void forget_speculation(SequenceId id);
+  // Hybrid models (a recurrent state per sequence).
+  void refuse_unsupported_with_state(const ModelConfig& model);
+  std::int64_t state_slot(SequenceId id, int num_computed_tokens);
+  void release_state_slots(const StepPlan& plan);
   // n > 1: the other completions of requests whose prompt this step
   // finished share it, and sample their first token from the same logits.
   void fork_completions(const StepPlan& plan, const float* host_logits);
@@ -216,6 +220,8 @@ class Engine {
   std::unique_ptr<KvStorage> kv_storage_;
   std::unique_ptr<KvCacheManager> kv_;
   std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<StateStorage> state_storage_;  // hybrid models only
+  std::unordered_map<SequenceId, std::int64_t> state_slots_;  // running sequence -> its slot
   std::unique_ptr<ModelRunner> runner_;
   Sampler sampler_;
   std::unique_ptr<Proposer> proposer_;

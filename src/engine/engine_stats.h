@@ -24,6 +24,10 @@ struct EngineStats {
   std::int64_t num_requests_finished = 0;
   std::int64_t num_steps = 0;
   std::uint64_t kv_bytes = 0;
+  // A hybrid model's state cache (kv/StateStorage): its bytes, taken from
+  // the KV budget, and its slots (one per running sequence).
+  std::uint64_t state_bytes = 0;
+  std::int64_t state_slots = 0;
   // KV slots of used blocks summed over steps, and those holding no token:
   // their ratio is the paging waste averaged over the run.
   std::int64_t kv_slot_steps = 0;

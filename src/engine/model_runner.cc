@@ -39,10 +39,11 @@ std::size_t SamplingRequest::add(SamplingRowParams row, std::span<const LogitAdj
   return rows.size() - 1;
 }
 
-ModelRunner::ModelRunner(Backend& backend, Model& model, KvStorage& kv, const RunnerOptions& o)
+ModelRunner::ModelRunner(Backend& backend, Model& model, KvStorage& kv, const RunnerOptions& o, StateStorage* state)
     : backend_(backend),
       model_(model),
       kv_(kv),
+      state_(state),
       max_tokens_(o.max_num_batched_tokens),
       max_seqs_(o.max_num_seqs + (o.pad_to_buckets ? kMaxPaddingTokens : 0)),
       max_logits_(o.max_logits),
@@ -52,6 +53,9 @@ ModelRunner::ModelRunner(Backend& backend, Model& model, KvStorage& kv, const Ru
       max_model_len_(o.max_model_len),
       workspace_(backend, model.config(), o.max_num_batched_tokens, o.max_logits) {
   FOLIO_CHECK(max_tokens_ > 0 && max_seqs_ > 0 && max_logits_ > 0 && max_rows_ > 0);
+  if (!model.config().recurrent_layers.empty() && state_ == nullptr)
+    fail("model {} keeps a recurrent state per sequence, and this runner was given no state cache",
+         model.config().name);
   std::size_t at = 0;
   auto take = [&at](std::size_t bytes) {
     const std::size_t offset = at;
@@ -65,6 +69,7 @@ ModelRunner::ModelRunner(Backend& backend, Model& model, KvStorage& kv, const Ru
   layout_.logit_rows = take(ints(max_logits_));
   layout_.query_start = take(ints(max_seqs_ + 1));
   layout_.seq_lens = take(ints(max_seqs_));
+  layout_.state_slots = take(ints(max_seqs_));
   layout_.rows = take(static_cast<std::size_t>(max_rows_) * sizeof(SamplingRowParams));
   layout_.block_tables = take(ints(max_seqs_ * max_blocks_per_seq_));
   layout_.bytes = at;
@@ -104,6 +109,7 @@ StepSamples ModelRunner::execute(std::span<const SequenceChunk> chunks, const Sa
   auto* logit_rows = reinterpret_cast<std::int32_t*>(base + layout_.logit_rows);
   auto* query_start = reinterpret_cast<std::int32_t*>(base + layout_.query_start);
   auto* seq_lens = reinterpret_cast<std::int32_t*>(base + layout_.seq_lens);
+  auto* state_slots = reinterpret_cast<std::int32_t*>(base + layout_.state_slots);
   auto* block_tables = reinterpret_cast<std::int32_t*>(base + layout_.block_tables);
   const std::int64_t stride = max_blocks_per_seq_;
 
@@ -140,6 +146,9 @@ StepSamples ModelRunner::execute(std::span<const SequenceChunk> chunks, const Sa
     for (std::int64_t i = n - c.num_logits; i < n; ++i) logit_rows[l++] = query_start[s] + static_cast<std::int32_t>(i);
     query_start[s + 1] = query_start[s] + static_cast<std::int32_t>(n);
     seq_lens[s] = static_cast<std::int32_t>(end);
+    if (state_ != nullptr && (c.state_slot < 0 || c.state_slot >= state_->num_slots()))
+      fail("a hybrid model's sequence needs a state slot of the {} (got {})", state_->num_slots(), c.state_slot);
+    state_slots[s] = static_cast<std::int32_t>(c.state_slot);
     std::int32_t* row = block_tables + s * stride;
     std::copy(blocks.begin(), blocks.end(), row);
     std::fill(row + blocks.size(), row + stride, 0);
@@ -154,6 +163,7 @@ StepSamples ModelRunner::execute(std::span<const SequenceChunk> chunks, const Sa
     slots[t] = -1;
     query_start[s + 1] = query_start[s] + 1;
     seq_lens[s] = 1;
+    state_slots[s] = -1;
     std::fill(block_tables + s * stride, block_tables + (s + 1) * stride, 0);
     max_seq_len = std::max<std::int64_t>(max_seq_len, 1);
     max_query_len = std::max<std::int64_t>(max_query_len, 1);
@@ -181,6 +191,10 @@ StepSamples ModelRunner::execute(std::span<const SequenceChunk> chunks, const Sa
   batch.meta.block_tables = ints(layout_.block_tables, padded_seqs * stride);
   batch.logits_rows = ints(layout_.logit_rows, L);
   batch.max_model_len = max_model_len_;
+  if (state_ != nullptr) {
+    batch.state_slots = ints(layout_.state_slots, padded_seqs);
+    batch.recurrent_state = &state_->layers();
+  }
 
   logits_ = workspace_.logits(L);
   model_.forward(batch, kv_.layers(), workspace_, logits_);

@@ -22,6 +22,7 @@
 #include "backend/backend.h"
 #include "kv/block_table.h"
 #include "kv/kv_storage.h"
+#include "kv/state_storage.h"
 #include "model/model.h"
 
 namespace folio {
@@ -32,6 +33,9 @@ struct SequenceChunk {
   std::int64_t num_computed_tokens = 0;  // tokens already in the cache before them
   const BlockTable* block_table = nullptr;  // covers num_computed_tokens + tokens.size()
   std::int64_t num_logits = 0;           // logits for this many of the chunk's last tokens
+  // Hybrid models: the sequence's slot of the runner's StateStorage, held
+  // from its first chunk to its last (StateStorage::acquire).
+  std::int64_t state_slot = -1;
 };
 
 // What a step samples, on the host: one record per row, its logits_row
@@ -73,7 +77,10 @@ struct RunnerOptions {
 
 class ModelRunner {
  public:
-  ModelRunner(Backend& backend, Model& model, KvStorage& kv, const RunnerOptions& options);
+  // state: the per-sequence state of a hybrid model's linear-attention
+  // layers (required for one, unused otherwise).
+  ModelRunner(Backend& backend, Model& model, KvStorage& kv, const RunnerOptions& options,
+              StateStorage* state = nullptr);
 
   // Runs the step's forward pass, then samples `sampling`'s rows from its
   // logits (none: no sampling, nothing comes back).
@@ -114,6 +121,7 @@ class ModelRunner {
   Backend& backend_;
   Model& model_;
   KvStorage& kv_;
+  StateStorage* state_;
   std::int64_t max_tokens_;
   std::int64_t max_seqs_;   // with room for padding sequences
   std::int64_t max_logits_;
@@ -127,7 +135,7 @@ class ModelRunner {
   // host staging and on the device; block tables last, so that one copy of
   // a prefix carries a step.
   struct Layout {
-    std::size_t token_ids, positions, slots, logit_rows, query_start, seq_lens, rows, block_tables, bytes;
+    std::size_t token_ids, positions, slots, logit_rows, query_start, seq_lens, state_slots, rows, block_tables, bytes;
   };
   Layout layout_{};
   std::array<Staging, 2> staging_;

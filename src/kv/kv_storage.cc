@@ -3,9 +3,10 @@
 #include "core/error.h"
 
 namespace folio {
-
 namespace {
 
+// Layers that write K and V: not those that read an earlier layer's, nor a
+// hybrid model's linear-attention ones (their state is in kv/StateStorage).
 std::int64_t num_writing_layers(const ModelConfig& c) {
   std::int64_t n = 0;
   for (std::int64_t l = 0; l < c.num_layers; ++l) n += c.writes_kv(l) ? 1 : 0;
@@ -69,6 +70,10 @@ KvStorage::KvStorage(Backend& backend, const ModelConfig& c, const KvStorageOpti
     }
     PagedKv kv;
     kv.block_size = block_size_;
+    if (c.is_recurrent(l)) {  // no pools: the model never reads this layer's entry
+      layers_.push_back(kv);
+      continue;
+    }
     const std::int64_t heads = c.num_kv_heads_of(l);
     kv.k = make_kv_pool(buffer_, offset, dtype_.k, num_blocks_, heads, block_size_, c.head_dim_of(l));
     kv.v = make_kv_pool(buffer_, offset, dtype_.v, num_blocks_, heads, block_size_, c.value_head_dim_of(l));

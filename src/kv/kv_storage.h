@@ -4,6 +4,8 @@
 // pools) (layout in backend/kv_pool.h: codes
 // and, for the scaled types, their scales beside them), allocated once on the
 // backend's device from a byte budget that counts every byte, scales included.
+// A hybrid model's linear-attention layers keep none (their entry of layers()
+// has no pools): their state is kv/StateStorage's.
 #pragma once
 
 #include <cstdint>

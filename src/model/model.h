@@ -22,6 +22,11 @@ struct ForwardBatch {
   // --max-model-len), the same every step: LongRoPE picks its factors by it.
   // 0: the model's context.
   std::int64_t max_model_len = 0;
+  // Hybrid models (ModelConfig::recurrent_layers): each sequence's state
+  // slot, [num_seqs] i32 (negative: a padding sequence), and the state of
+  // every linear-attention layer, in layer order. Unset for other models.
+  Tensor state_slots;
+  std::vector<RecurrentState>* recurrent_state = nullptr;
 };
 
 // Activation buffers on the backend's device for steps of up to max_tokens

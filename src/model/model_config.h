@@ -68,6 +68,28 @@ const char* rope_scaling_name(RopeScaling scaling);
 
 enum class Activation { kSilu, kGeluTanh };
 
+// The linear-attention (gated DeltaNet) layers of a hybrid model (Qwen3-Next,
+// Qwen3.5): their heads and the causal convolution's kernel. Each such layer
+// keeps a fixed-size state per sequence instead of K/V per token.
+struct LinearAttentionConfig {
+  std::int64_t conv_kernel = 0;
+  std::int64_t num_key_heads = 0;
+  std::int64_t num_value_heads = 0;
+  std::int64_t key_dim = 0;    // per head
+  std::int64_t value_dim = 0;  // per head
+  // Value heads in llama.cpp's tiled order (GGUF) instead of grouped by key
+  // head (Hugging Face): DeltaRuleParams::tiled_heads.
+  bool tiled_heads = false;
+  // Channels of the convolution: queries, keys and values side by side.
+  std::int64_t conv_channels() const { return 2 * num_key_heads * key_dim + num_value_heads * value_dim; }
+  // f32 bytes one sequence's state takes in one layer: the convolution's
+  // window and the delta rule's matrices.
+  std::uint64_t state_bytes() const {
+    return static_cast<std::uint64_t>((conv_kernel - 1) * conv_channels() + num_value_heads * key_dim * value_dim) *
+           sizeof(float);
+  }
+};
+
 struct ModelConfig {
   std::string architecture;  // "llama", "qwen2", ...
   std::string name;
@@ -132,6 +154,23 @@ struct ModelConfig {
   bool is_moe() const { return num_experts > 0; }
   bool is_mla() const { return kv_lora_rank > 0; }
 
+  // Hybrid models: true for each layer that is linear attention (empty: none).
+  // Such a layer keeps a recurrent state (kv/StateStorage), no K and V.
+  std::vector<bool> recurrent_layers;
+  LinearAttentionConfig linear;
+  bool is_recurrent(std::int64_t layer) const {
+    return !recurrent_layers.empty() && recurrent_layers[static_cast<std::size_t>(layer)];
+  }
+  std::int64_t num_recurrent_layers() const {
+    std::int64_t n = 0;
+    for (bool r : recurrent_layers) n += r ? 1 : 0;
+    return n;
+  }
+  // Bytes of recurrent state one running sequence holds over all layers.
+  std::uint64_t recurrent_state_bytes_per_seq() const {
+    return static_cast<std::uint64_t>(num_recurrent_layers()) * linear.state_bytes();
+  }
+
   // Layers that differ from one another (Gemma 4: sliding-window layers with
   // heads of one size, global layers with larger heads and fewer of them, a
   // wider FFN on some). Each vector is empty where every layer has the
@@ -160,7 +199,8 @@ struct ModelConfig {
   std::int64_t num_kv_heads_of(std::int64_t layer) const;
   std::int64_t intermediate_size_of(std::int64_t layer) const;
   std::int64_t kv_layer_of(std::int64_t layer) const;
-  bool writes_kv(std::int64_t layer) const { return kv_layer_of(layer) == layer; }
+  // A layer writes K and V unless it reads an earlier layer's or is linear attention.
+  bool writes_kv(std::int64_t layer) const { return kv_layer_of(layer) == layer && !is_recurrent(layer); }
 
   std::int64_t q_dim() const { return num_heads * head_dim; }
   std::int64_t kv_dim() const { return num_kv_heads * head_dim; }

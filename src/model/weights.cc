@@ -66,6 +66,12 @@ void Weights::split_rows(const std::string& name, std::span<const RowPart> parts
   }
 }
 
+void Weights::erase(const std::string& name) {
+  FOLIO_CHECK(!loaded_);
+  if (tensors_.erase(name) == 0) fail("{}: tensor {} is missing", source_, name);
+  host_copies_.erase(name);
+}
+
 void Weights::load(Backend& backend, const LoadProgress& progress) {
   FOLIO_CHECK(!loaded_);
   const std::uint64_t total = total_bytes();

@@ -45,6 +45,9 @@ class Weights {
     std::int64_t rows = 0;
   };
   void split_rows(const std::string& name, std::span<const RowPart> parts);
+  // Drops the tensor `name` before load (one an architecture has replaced by
+  // a converted copy); throws an Error naming it when it is missing.
+  void erase(const std::string& name);
 
   // Puts every tensor on the backend's device, in its own layout
   // (Backend::load_weight), reporting bytes done; once, before the model is

@@ -18,6 +18,8 @@ Workspace::Workspace(Backend& backend, const ModelConfig& c, std::int64_t max_to
   std::int64_t widest = std::max({c.hidden_size, c.q_dim(), c.num_heads * c.value_head_dim,
                                   c.intermediate_size, c.kv_dim(), c.num_kv_heads * c.value_head_dim,
                                   c.num_layers * c.per_layer_input_size});
+  if (!c.recurrent_layers.empty())
+    widest = std::max({widest, c.linear.conv_channels(), c.linear.num_value_heads * c.linear.value_dim});
   if (c.is_moe())
     widest = std::max({widest, c.num_experts + 1, c.shared_expert_intermediate_size,
                        c.num_experts_used * std::max(c.hidden_size, c.expert_intermediate_size)});

@@ -136,7 +136,7 @@ TEST_P(TinyAgreement, LogitsAgreeWithTheCpuBackend) {
 INSTANTIATE_TEST_SUITE_P(Tiny, TinyAgreement,
                          ::testing::Values("llama", "qwen2", "qwen3", "gemma3", "llama3", "mixtral", "qwen3_moe",
                                            "qwen2_moe", "gemma2", "phi3", "granite", "smollm3", "glm4", "ministral3",
-                                           "mistral3", "olmo2", "granite4"),
+                                           "mistral3", "olmo2", "granite4", "qwen3_5"),
                          [](const ::testing::TestParamInfo<const char*>& p) { return std::string(p.param); });
 
 // "Preset:recipe" entries of FOLIO_AGREEMENT_DUMMY, or SmolLM2's shape.

@@ -285,7 +285,7 @@ TEST_P(FamilyModelTest, BothFormatsReadTheSameConfig) {
 
 INSTANTIATE_TEST_SUITE_P(Tiny, FamilyModelTest,
                          ::testing::Values("gemma2", "phi3", "granite", "smollm3", "glm4", "ministral3", "mistral3",
-                                           "olmo2", "gpt_oss", "gpt_oss_bf16", "gemma4"),
+                                           "olmo2", "gpt_oss", "gpt_oss_bf16", "gemma4", "qwen3_5"),
                          [](const ::testing::TestParamInfo<const char*>& p) { return std::string(p.param); });
 
 // A family's GGUF file copied with its metadata or tensors changed: `set`

@@ -24,7 +24,9 @@ GreedyRunner::GreedyRunner(Backend& backend, LoadedModel& model, std::int64_t ma
   o.max_num_seqs = max_seqs;
   o.max_logits = std::max(max_seqs, max_context);
   o.max_model_len = max_context;
-  runner_ = std::make_unique<ModelRunner>(backend, *model.model, kv_, o);
+  // A hybrid model's sequence s holds state slot s, as it holds its blocks.
+  if (!model.config.recurrent_layers.empty()) state_ = std::make_unique<StateStorage>(backend, model.config, max_seqs);
+  runner_ = std::make_unique<ModelRunner>(backend, *model.model, kv_, o, state_.get());
   for (std::int64_t s = 0; s < max_seqs; ++s) {
     tables_.emplace_back(kDefaultBlockSize);
     for (std::int64_t b = 0; b < blocks_per_seq_; ++b) tables_.back().append(static_cast<BlockId>(s * blocks_per_seq_ + b));
@@ -45,6 +47,7 @@ std::vector<float> GreedyRunner::teacher_forced(std::span<const TokenId> ids, st
     c.num_computed_tokens = done;
     c.block_table = table(0);
     c.num_logits = len;
+    c.state_slot = state_ != nullptr ? 0 : -1;
     runner_->execute(std::span<const SequenceChunk>(&c, 1));
     runner_->logits_to_host(host_logits_);
     std::copy(host_logits_.begin(), host_logits_.end(), out.begin() + done * V);
@@ -73,6 +76,7 @@ std::vector<std::vector<TokenId>> GreedyRunner::greedy(const std::vector<std::ve
       c.num_computed_tokens = computed[s];
       c.block_table = table(s);
       c.num_logits = 1;
+      c.state_slot = state_ != nullptr ? s : -1;
       chunks.push_back(c);
       owners.push_back(s);
     }

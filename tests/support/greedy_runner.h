@@ -12,6 +12,7 @@
 #include "backend/backend.h"
 #include "engine/model_runner.h"
 #include "kv/kv_storage.h"
+#include "kv/state_storage.h"
 #include "model/model_loader.h"
 
 namespace folio::testing {
@@ -39,6 +40,7 @@ class GreedyRunner {
   LoadedModel& model_;
   std::int64_t blocks_per_seq_;
   KvStorage kv_;
+  std::unique_ptr<StateStorage> state_;  // a hybrid model's, one slot per sequence
   std::unique_ptr<ModelRunner> runner_;
   std::vector<BlockTable> tables_;  // sequence s owns blocks [s * blocks_per_seq, (s + 1) * blocks_per_seq)
   std::vector<float> host_logits_;

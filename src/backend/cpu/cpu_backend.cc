@@ -166,6 +166,25 @@ void CpuBackend::add_sigmoid_gated(Tensor& x, const Tensor& y, const Tensor& gat
   reference_.add_sigmoid_gated(x, y, gate);
 }
 
+// Linear attention: the reference's loops, one sequence per task (a
+// sequence's tokens depend on each other in order; sequences do not).
+void CpuBackend::causal_conv1d(const Tensor& x, const Tensor& w, const AttentionMetadata& meta,
+                               const Tensor& state_slots, RecurrentState& state, Tensor& out) {
+  op_checks::causal_conv1d(x, w, meta, state_slots, state, out, DType::F32);
+  pool_.run_chunks(meta.num_seqs, [&](std::int64_t s, int) {
+    reference::causal_conv1d_seqs(x, w, meta, state_slots, state, out, s, s + 1);
+  });
+}
+
+void CpuBackend::gated_delta_rule(const Tensor& qkv, const Tensor& a, const Tensor& b, const DeltaRuleParams& params,
+                                  const AttentionMetadata& meta, const Tensor& state_slots, RecurrentState& state,
+                                  Tensor& out) {
+  op_checks::gated_delta_rule(qkv, a, b, params, meta, state_slots, state, out, DType::F32);
+  pool_.run_chunks(meta.num_seqs, [&](std::int64_t s, int) {
+    reference::gated_delta_rule_seqs(qkv, a, b, params, meta, state_slots, state, out, s, s + 1);
+  });
+}
+
 void CpuBackend::sample(const Tensor& logits, const SamplingBatch& batch) {
   op_checks::sample(logits, batch);
   pool_.run_chunks(batch.num_rows, [&](std::int64_t row, int thread) {

@@ -65,6 +65,11 @@ class CpuBackend final : public Backend {
                          Tensor& ids, Tensor& weights) override;
   void concat_cols(const Tensor& a, const Tensor& b, Tensor& out) override;
   void add_sigmoid_gated(Tensor& x, const Tensor& y, const Tensor& gate) override;
+  void causal_conv1d(const Tensor& x, const Tensor& w, const AttentionMetadata& meta, const Tensor& state_slots,
+                     RecurrentState& state, Tensor& out) override;
+  void gated_delta_rule(const Tensor& qkv, const Tensor& a, const Tensor& b, const DeltaRuleParams& params,
+                        const AttentionMetadata& meta, const Tensor& state_slots, RecurrentState& state,
+                        Tensor& out) override;
   // The reference's rows, split over threads (one RowSampler each).
   void sample(const Tensor& logits, const SamplingBatch& batch) override;
 

@@ -146,6 +146,10 @@ void rope(ThreadPool& pool, Tensor& x, const Tensor& positions, const RopeTable&
 // act(g) * u of 8 lanes, each lane on its own.
 inline __m256 glu8(__m256 g, __m256 u, GluActivation act) {
   if (act == GluActivation::kSwigluClamped) return swiglu_clamped(g, u);
+  if (act == GluActivation::kSigmoid) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    return _mm256_mul_ps(_mm256_div_ps(one, _mm256_add_ps(one, simd::exp(_mm256_sub_ps(_mm256_setzero_ps(), g)))), u);
+  }
   return _mm256_mul_ps(act == GluActivation::kSilu ? silu(g) : gelu_tanh(g), u);
 }
 

@@ -20,7 +20,8 @@ using cuda::kActF32;
 
 static_assert(static_cast<int>(GluActivation::kSilu) == cuda::kGluSilu &&
               static_cast<int>(GluActivation::kGeluTanh) == cuda::kGluGeluTanh &&
-              static_cast<int>(GluActivation::kSwigluClamped) == cuda::kGluSwigluClamped);
+              static_cast<int>(GluActivation::kSwigluClamped) == cuda::kGluSwigluClamped &&
+              static_cast<int>(GluActivation::kSigmoid) == cuda::kGluSigmoid);
 static_assert(kSwigluClampedAlpha == cuda::kSwigluAlpha && kSwigluClampedLimit == cuda::kSwigluLimit);
 
 void check(cudaError_t e, const char* what) {
@@ -520,6 +521,20 @@ void CudaBackend::add_sigmoid_gated(Tensor& x, const Tensor& y, const Tensor& ga
   cuda::launch_add_sigmoid_gated(on_device(x, "add_sigmoid_gated x").data, on_device(y, "add_sigmoid_gated y").data,
                                  on_device(gate, "add_sigmoid_gated gate").data, kind_of(x), x.rows(), x.cols(),
                                  stream_);
+}
+
+// Linear attention has no kernel yet (has_linear_attention: false): a hybrid
+// model (Qwen3.5) is refused at load; a direct call is refused here.
+void CudaBackend::causal_conv1d(const Tensor&, const Tensor&, const AttentionMetadata&, const Tensor&,
+                                RecurrentState&, Tensor&) {
+  fail("the CUDA backend has no linear-attention (gated DeltaNet) kernels yet; run this hybrid model with "
+       "--backend cpu");
+}
+
+void CudaBackend::gated_delta_rule(const Tensor&, const Tensor&, const Tensor&, const DeltaRuleParams&,
+                                   const AttentionMetadata&, const Tensor&, RecurrentState&, Tensor&) {
+  fail("the CUDA backend has no linear-attention (gated DeltaNet) kernels yet; run this hybrid model with "
+       "--backend cpu");
 }
 
 void CudaBackend::sample(const Tensor& logits, const SamplingBatch& batch) {

@@ -93,6 +93,12 @@ class CudaBackend final : public Backend {
                          Tensor& ids, Tensor& weights) override;
   void concat_cols(const Tensor& a, const Tensor& b, Tensor& out) override;
   void add_sigmoid_gated(Tensor& x, const Tensor& y, const Tensor& gate) override;
+  bool has_linear_attention() const override { return false; }
+  void causal_conv1d(const Tensor& x, const Tensor& w, const AttentionMetadata& meta, const Tensor& state_slots,
+                     RecurrentState& state, Tensor& out) override;
+  void gated_delta_rule(const Tensor& qkv, const Tensor& a, const Tensor& b, const DeltaRuleParams& params,
+                        const AttentionMetadata& meta, const Tensor& state_slots, RecurrentState& state,
+                        Tensor& out) override;
   void sample(const Tensor& logits, const SamplingBatch& batch) override;
 
  private:

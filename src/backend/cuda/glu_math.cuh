@@ -12,7 +12,7 @@
 namespace folio::cuda {
 
 // backend.h's GluActivation, as the kernels take it (static_asserts in cuda_backend.cc).
-enum GluKind : int { kGluSilu = 0, kGluGeluTanh = 1, kGluSwigluClamped = 2 };
+enum GluKind : int { kGluSilu = 0, kGluGeluTanh = 1, kGluSwigluClamped = 2, kGluSigmoid = 3 };
 inline constexpr float kSwigluAlpha = 1.702f;
 inline constexpr float kSwigluLimit = 7.0f;
 

@@ -90,6 +90,7 @@ __global__ void glu_kernel(const void* gate, const void* up, void* out, int kind
     case kGluSilu: v = __fmul_rn(silu(g), u); break;
     case kGluGeluTanh: v = __fmul_rn(gelu_tanh(g), u); break;
     case kGluSwigluClamped: v = swiglu_clamped(g, u); break;
+    case kGluSigmoid: v = __fmul_rn(__fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-g))), u); break;
   }
   store_act(out, i, kind, v);
 }

@@ -274,6 +274,8 @@ void ReferenceBackend::glu(const Tensor& gate, const Tensor& up, GluActivation a
     float a;
     if (act == GluActivation::kSilu) {
       a = g / (1.0f + std::exp(-g));
+    } else if (act == GluActivation::kSigmoid) {
+      a = 1.0f / (1.0f + std::exp(-g));
     } else if (act == GluActivation::kSwigluClamped) {
       g = std::min(g, kSwigluClampedLimit);
       u = std::clamp(u, -kSwigluClampedLimit, kSwigluClampedLimit) + 1.0f;
@@ -511,6 +513,23 @@ void ReferenceBackend::add_sigmoid_gated(Tensor& x, const Tensor& y, const Tenso
     for (std::int64_t c = 0; c < d; ++c) xf->as<float>()[t * d + c] += g * yf->as<const float>()[t * d + c];
   }
   xf.store();
+}
+
+void ReferenceBackend::causal_conv1d(const Tensor& x, const Tensor& w, const AttentionMetadata& meta,
+                                     const Tensor& state_slots, RecurrentState& state, Tensor& out) {
+  op_checks::causal_conv1d(x, w, meta, state_slots, state, out, act_);
+  AsF32 xf(x), of(out);
+  reference::causal_conv1d_seqs(*xf, w, meta, state_slots, state, *of, 0, meta.num_seqs);
+  of.store();
+}
+
+void ReferenceBackend::gated_delta_rule(const Tensor& qkv, const Tensor& a, const Tensor& b,
+                                        const DeltaRuleParams& params, const AttentionMetadata& meta,
+                                        const Tensor& state_slots, RecurrentState& state, Tensor& out) {
+  op_checks::gated_delta_rule(qkv, a, b, params, meta, state_slots, state, out, act_);
+  AsF32 qf(qkv), af(a), bf(b), of(out);
+  reference::gated_delta_rule_seqs(*qf, *af, *bf, params, meta, state_slots, state, *of, 0, meta.num_seqs);
+  of.store();
 }
 
 void ReferenceBackend::sample(const Tensor& logits, const SamplingBatch& batch) {

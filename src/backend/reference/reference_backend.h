@@ -40,6 +40,14 @@ std::pair<std::int64_t, std::int64_t> expert_rows(const Tensor& offsets, std::in
 void sample_rows(const Tensor& logits, const SamplingBatch& batch, std::int64_t row_begin, std::int64_t row_end,
                  RowSampler& sampler);
 
+// Sequences [seq_begin, seq_end) of causal_conv1d and gated_delta_rule
+// (reference/delta_net.cc), f32 activations.
+void causal_conv1d_seqs(const Tensor& x, const Tensor& w, const AttentionMetadata& meta, const Tensor& state_slots,
+                        RecurrentState& state, Tensor& out, std::int64_t seq_begin, std::int64_t seq_end);
+void gated_delta_rule_seqs(const Tensor& qkv, const Tensor& a, const Tensor& b, const DeltaRuleParams& params,
+                           const AttentionMetadata& meta, const Tensor& state_slots, RecurrentState& state,
+                           Tensor& out, std::int64_t seq_begin, std::int64_t seq_end);
+
 }  // namespace reference
 
 class ReferenceBackend : public Backend {
@@ -77,6 +85,11 @@ class ReferenceBackend : public Backend {
                          Tensor& ids, Tensor& weights) override;
   void concat_cols(const Tensor& a, const Tensor& b, Tensor& out) override;
   void add_sigmoid_gated(Tensor& x, const Tensor& y, const Tensor& gate) override;
+  void causal_conv1d(const Tensor& x, const Tensor& w, const AttentionMetadata& meta, const Tensor& state_slots,
+                     RecurrentState& state, Tensor& out) override;
+  void gated_delta_rule(const Tensor& qkv, const Tensor& a, const Tensor& b, const DeltaRuleParams& params,
+                        const AttentionMetadata& meta, const Tensor& state_slots, RecurrentState& state,
+                        Tensor& out) override;
   void sample(const Tensor& logits, const SamplingBatch& batch) override;
 
  private:

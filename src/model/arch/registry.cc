@@ -18,11 +18,11 @@ void refuse_hf_qwen_sliding_window(const HfConfig& hf, std::string_view family) 
 }
 
 namespace {
-const std::array<const ArchEntry*, 20> kArchs = {
+const std::array<const ArchEntry*, 21> kArchs = {
     &kLlamaArch,   &kQwen2Arch,  &kQwen3Arch,      &kGemma3Arch,  &kMixtralArch, &kQwen2MoeArch,
     &kQwen3MoeArch, &kGemma2Arch, &kPhi3Arch,       &kGraniteArch, &kSmolLM3Arch, &kGlm4Arch,
     &kMinistral3Arch, &kMistralArch, &kOlmo2Arch,  &kGranite4Arch, &kGptOssArch, &kGemma4Arch,
-    &kDeepseek2Arch, &kDeepseek3Arch};
+    &kDeepseek2Arch, &kDeepseek3Arch, &kQwen35Arch};
 }
 
 const ArchEntry* find_arch(std::string_view name) {

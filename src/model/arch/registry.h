@@ -72,6 +72,7 @@ extern const ArchEntry kGptOssArch;
 extern const ArchEntry kDeepseek2Arch;  // DeepSeek-V2's class
 extern const ArchEntry kDeepseek3Arch;  // DeepSeek-V3's class, the same architecture
 extern const ArchEntry kGemma4Arch;
+extern const ArchEntry kQwen35Arch;
 
 // What the SwiGLU architectures check of a config.json: hidden_act silu
 // (`arch` names the architecture in the error).

@@ -1,7 +1,7 @@
 // The row-wise ops of every backend against the f32 reference, over awkward
 // sizes and misaligned rows: rms_norm (in place too), rope in both pair
 // orderings with a partial rotary dimension (plain and scaled), the gated
-// activations, add, scale, scale_logits and gather_rows.
+// activations (the sigmoid gate too), add, scale, scale_logits and gather_rows.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -57,7 +57,7 @@ TEST_P(RowOps, RmsNormGluAddAndScaleAgainstReference) {
                         "rms_norm in place " + what),
                 "");
 
-      for (GluActivation a : {GluActivation::kSilu, GluActivation::kGeluTanh}) {
+      for (GluActivation a : {GluActivation::kSilu, GluActivation::kGeluTanh, GluActivation::kSigmoid}) {
         ref.glu(xh, yh, a, wanth);
         DeviceTensor g(be(), act(), {rows, cols}, 4);
         be().glu(*xd, *yd, a, *g);
