@@ -26,6 +26,7 @@
 #include "model/gguf_writer.h"
 #include "model/model_loader.h"
 #include "support/engine_invariance.h"
+#include "support/reference_agreement.h"
 #include "support/greedy_runner.h"
 #include "support/temp_path.h"
 #include "support/test_backend.h"
@@ -34,60 +35,15 @@
 namespace folio {
 namespace {
 
+using folio::testing::Agreement;
 using folio::testing::GreedyRunner;
+using folio::testing::load_reference;
+using folio::testing::tiny_dir;
 
 // f32 against f32; the figures print (the absorbed weights are folded in
 // f64 and rounded to f32 once, so the sums run in another order than
 // transformers').
 constexpr double kMaxLogprobDiff = 1e-3;
-// A position is decisive when the reference's top-1 beats its top-2 by more
-// than this many logits x (1 + |top-1|).
-constexpr double kDecisive = 1e-3;
-
-std::string tiny_dir(const std::string& name) { return folio::testing::source_path("tests/data/tiny/" + name); }
-
-nlohmann::json load_reference(const std::string& name) {
-  std::ifstream in(tiny_dir(name) + "/reference.json");
-  EXPECT_TRUE(in.good()) << "missing " << name << "; run scripts/make_family_models.py";
-  return nlohmann::json::parse(in);
-}
-
-struct Agreement {
-  int positions = 0, decisive = 0, decisive_agree = 0;
-  double max_logprob_diff = 0;
-};
-
-Agreement compare(Backend& backend, LoadedModel& model, const nlohmann::json& ref, const char* leg) {
-  Agreement a;
-  for (const auto& seq : ref["sequences"]) {
-    const std::vector<TokenId> ids = seq["token_ids"].get<std::vector<TokenId>>();
-    GreedyRunner runner(backend, model, seq["n_ctx"].get<std::int64_t>(), 1);
-    const std::vector<float> logits = runner.teacher_forced(ids);
-    const std::int64_t V = runner.vocab_size();
-    const auto& r = seq[leg];
-    for (std::size_t pos = 0; pos < ids.size(); ++pos) {
-      const float* row = logits.data() + pos * static_cast<std::size_t>(V);
-      const double m = *std::max_element(row, row + V);
-      double sum = 0;
-      for (std::int64_t v = 0; v < V; ++v) sum += std::exp(row[v] - m);
-      const double lse = m + std::log(sum);
-      const auto& top_ids = r["top_ids"][pos];
-      const auto& top_logits = r["top_logits"][pos];
-      const double ref_lse = r["logsumexp"][pos].get<double>();
-      for (std::size_t k = 0; k < top_ids.size(); ++k) {
-        const double got = row[top_ids[k].get<int>()] - lse, want = top_logits[k].get<double>() - ref_lse;
-        a.max_logprob_diff = std::max(a.max_logprob_diff, std::abs(got - want));
-      }
-      ++a.positions;
-      const double top = top_logits[0].get<double>(), second = top_logits[1].get<double>();
-      if (top - second > kDecisive * (1.0 + std::abs(top))) {
-        ++a.decisive;
-        if (std::max_element(row, row + V) - row == top_ids[0].get<int>()) ++a.decisive_agree;
-      }
-    }
-  }
-  return a;
-}
 
 void expect_agreement(const Agreement& a, const std::string& what) {
   std::printf("[%s]: %d positions, top-1 agrees at %d of %d decisive, max |logprob diff| %.2e\n", what.c_str(),
@@ -104,7 +60,7 @@ TEST_P(DeepseekTest, CheckpointMatchesTransformers) {
   const auto backend = folio::testing::make_test_backend(0, "f32");
   LoadedModel model = load_model(tiny_dir(GetParam()), *backend);
   ASSERT_EQ(model.config.vocab_size, ref["vocab_size"].get<std::int64_t>());
-  expect_agreement(compare(*backend, model, ref, "transformers"),
+  expect_agreement(folio::testing::compare_with_reference(*backend, model, ref, "transformers"),
                    std::string(GetParam()) + "] HF directory vs [transformers");
 }
 
@@ -115,7 +71,7 @@ TEST_P(DeepseekTest, GgufFileMatchesItsReference) {
   // V2's groups are scored by their best expert, which llama.cpp does not do.
   const bool v2 = std::string(GetParam()) == "deepseek_v2";
   const char* leg = v2 ? "transformers" : "llama_cpp";
-  expect_agreement(compare(*backend, model, ref, leg), std::string(GetParam()) + "] GGUF file vs [" + leg);
+  expect_agreement(folio::testing::compare_with_reference(*backend, model, ref, leg), std::string(GetParam()) + "] GGUF file vs [" + leg);
 }
 
 // Both formats give the same engine-facing config: one K/V head of

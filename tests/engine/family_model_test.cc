@@ -28,6 +28,7 @@
 #include "model/gguf_writer.h"
 #include "model/model_loader.h"
 #include "support/engine_invariance.h"
+#include "support/reference_agreement.h"
 #include "support/greedy_runner.h"
 #include "support/test_backend.h"
 #include "support/temp_path.h"
@@ -36,7 +37,10 @@
 namespace folio {
 namespace {
 
+using folio::testing::Agreement;
 using folio::testing::GreedyRunner;
+using folio::testing::load_reference;
+using folio::testing::tiny_dir;
 
 // |folio logprob - reference logprob| over the reference's top-8 tokens of
 // every position, f32 against f32 (measured at most ~2e-5; the figures print).
@@ -51,60 +55,6 @@ constexpr double kMaxLogprobDiffGgmlGelu = 5e-3;
 // folio's GGUF leg measured 1.2e-2 from llama.cpp, and is held to
 // transformers besides.
 constexpr double kMaxLogprobDiffGemma4LlamaCpp = 3e-2;
-// A position is decisive when the reference's top-1 beats its top-2 by more
-// than this many logits x (1 + |top-1|).
-constexpr double kDecisive = 1e-3;
-
-std::string tiny_dir(const std::string& name) { return folio::testing::source_path("tests/data/tiny/" + name); }
-
-nlohmann::json load_reference(const std::string& name) {
-  std::ifstream in(tiny_dir(name) + "/reference.json");
-  EXPECT_TRUE(in.good()) << "missing " << name << "; run scripts/make_family_models.py";
-  return nlohmann::json::parse(in);
-}
-
-struct Agreement {
-  int positions = 0, decisive = 0, decisive_agree = 0;
-  double max_logprob_diff = 0;
-};
-
-// folio's logits of every sequence (each run with the context its
-// references ran) against one reference's top-8 and log-sum-exp; a position
-// is decisive when the reference's top-1 beats its top-2 by kDecisive and by
-// min_margin logits.
-Agreement compare(Backend& backend, LoadedModel& model, const nlohmann::json& ref, const char* leg,
-                  double min_margin = 0.0) {
-  Agreement a;
-  for (const auto& seq : ref["sequences"]) {
-    const std::vector<TokenId> ids = seq["token_ids"].get<std::vector<TokenId>>();
-    const std::int64_t n_ctx = seq["n_ctx"].get<std::int64_t>();
-    GreedyRunner runner(backend, model, n_ctx, 1);
-    const std::vector<float> logits = runner.teacher_forced(ids);
-    const std::int64_t V = runner.vocab_size();
-    const auto& r = seq[leg];
-    for (std::size_t pos = 0; pos < ids.size(); ++pos) {
-      const float* row = logits.data() + pos * static_cast<std::size_t>(V);
-      const double m = *std::max_element(row, row + V);
-      double sum = 0;
-      for (std::int64_t v = 0; v < V; ++v) sum += std::exp(row[v] - m);
-      const double lse = m + std::log(sum);
-      const auto& top_ids = r["top_ids"][pos];
-      const auto& top_logits = r["top_logits"][pos];
-      const double ref_lse = r["logsumexp"][pos].get<double>();
-      for (std::size_t k = 0; k < top_ids.size(); ++k) {
-        const double got = row[top_ids[k].get<int>()] - lse, want = top_logits[k].get<double>() - ref_lse;
-        a.max_logprob_diff = std::max(a.max_logprob_diff, std::abs(got - want));
-      }
-      ++a.positions;
-      const double top = top_logits[0].get<double>(), second = top_logits[1].get<double>();
-      if (top - second > std::max(kDecisive * (1.0 + std::abs(top)), min_margin)) {
-        ++a.decisive;
-        if (std::max_element(row, row + V) - row == top_ids[0].get<int>()) ++a.decisive_agree;
-      }
-    }
-  }
-  return a;
-}
 
 class FamilyModelTest : public ::testing::TestWithParam<const char*> {};
 
@@ -113,7 +63,7 @@ TEST_P(FamilyModelTest, CheckpointMatchesTransformers) {
   const auto backend = folio::testing::make_test_backend(0, "f32");
   LoadedModel model = load_model(tiny_dir(GetParam()), *backend);
   ASSERT_EQ(model.config.vocab_size, ref["vocab_size"].get<std::int64_t>());
-  const Agreement a = compare(*backend, model, ref, "transformers");
+  const Agreement a = folio::testing::compare_with_reference(*backend, model, ref, "transformers");
   std::printf("[%s] HF directory vs transformers: %d positions, top-1 agrees at %d of %d decisive, max |logprob "
               "diff| %.2e\n",
               GetParam(), a.positions, a.decisive_agree, a.decisive, a.max_logprob_diff);
@@ -135,7 +85,7 @@ TEST_P(FamilyModelTest, GgufFileMatchesLlamaCpp) {
     // says: transformers on the same MXFP4 weights with YaRN's correction
     // range truncated, as GGUF cannot say otherwise (f32 activations); and
     // to llama.cpp by MxfpGgufFileMatchesLlamaCpp below.
-    const Agreement a = compare(*backend, model, ref, "transformers_truncated");
+    const Agreement a = folio::testing::compare_with_reference(*backend, model, ref, "transformers_truncated");
     std::printf("[%s] GGUF file vs transformers (truncated YaRN, the file's numbers): %d positions, top-1 agrees "
                 "at %d of %d decisive, max |logprob diff| %.2e\n",
                 GetParam(), a.positions, a.decisive_agree, a.decisive, a.max_logprob_diff);
@@ -144,7 +94,7 @@ TEST_P(FamilyModelTest, GgufFileMatchesLlamaCpp) {
     EXPECT_LE(a.max_logprob_diff, kMaxLogprobDiff);
     return;
   }
-  const Agreement a = compare(*backend, model, ref, "llama_cpp");
+  const Agreement a = folio::testing::compare_with_reference(*backend, model, ref, "llama_cpp");
   std::printf("[%s] GGUF file vs llama.cpp: %d positions, top-1 agrees at %d of %d decisive, max |logprob diff| "
               "%.2e\n",
               GetParam(), a.positions, a.decisive_agree, a.decisive, a.max_logprob_diff);
@@ -156,7 +106,7 @@ TEST_P(FamilyModelTest, GgufFileMatchesLlamaCpp) {
     // from transformers: the file is held to transformers as tightly as the
     // HF directory, to llama.cpp by kMaxLogprobDiffGemma4LlamaCpp.
     EXPECT_LE(a.max_logprob_diff, kMaxLogprobDiffGemma4LlamaCpp);
-    const Agreement exact = compare(*backend, model, ref, "transformers");
+    const Agreement exact = folio::testing::compare_with_reference(*backend, model, ref, "transformers");
     std::printf("[%s] GGUF file vs transformers: top-1 agrees at %d of %d decisive, max |logprob diff| %.2e\n",
                 GetParam(), exact.decisive_agree, exact.decisive, exact.max_logprob_diff);
     EXPECT_EQ(exact.decisive_agree, exact.decisive);
@@ -184,7 +134,7 @@ TEST(FamilyModel, Mxfp4GgufFileMatchesLlamaCpp) {
   const nlohmann::json ref = load_reference("gpt_oss");
   const auto backend = folio::testing::make_test_backend(0, "q8");
   LoadedModel model = load_model(tiny_dir("gpt_oss") + "/model.gguf", *backend);
-  const Agreement a = compare(*backend, model, ref, "llama_cpp", kMxfp4Margin);
+  const Agreement a = folio::testing::compare_with_reference(*backend, model, ref, "llama_cpp", kMxfp4Margin);
   std::printf("[gpt_oss] GGUF file (q8 matmuls) vs llama.cpp: %d positions, top-1 agrees at %d of %d with a "
               "margin over %.1f, max |logprob diff| %.2e (llama.cpp vs the exact numbers: %.2f)\n",
               a.positions, a.decisive_agree, a.decisive, kMxfp4Margin, a.max_logprob_diff,
@@ -202,7 +152,7 @@ TEST(FamilyModel, Granite4DenseCheckpointMatchesTransformers) {
   const auto backend = folio::testing::make_test_backend(0, "f32");
   LoadedModel model = load_model(tiny_dir("granite4"), *backend);
   EXPECT_EQ(model.config.architecture, "granitehybrid");
-  const Agreement a = compare(*backend, model, ref, "transformers");
+  const Agreement a = folio::testing::compare_with_reference(*backend, model, ref, "transformers");
   std::printf("[granite4] HF directory vs transformers: %d positions, top-1 agrees at %d of %d decisive, max "
               "|logprob diff| %.2e\n",
               a.positions, a.decisive_agree, a.decisive, a.max_logprob_diff);
@@ -391,7 +341,7 @@ TEST_P(RopeVariantTest, CheckpointMatchesTransformers) {
   }
   const auto backend = folio::testing::make_test_backend(0, "f32");
   LoadedModel model = load_model(dir.str(), *backend);
-  const Agreement a = compare(*backend, model, ref, "transformers");
+  const Agreement a = folio::testing::compare_with_reference(*backend, model, ref, "transformers");
   std::printf("[%s] HF directory vs transformers: %d positions, top-1 agrees at %d of %d decisive, max |logprob "
               "diff| %.2e\n",
               GetParam(), a.positions, a.decisive_agree, a.decisive, a.max_logprob_diff);
@@ -400,7 +350,7 @@ TEST_P(RopeVariantTest, CheckpointMatchesTransformers) {
   EXPECT_LE(a.max_logprob_diff, kMaxLogprobDiff);
   if (!std::filesystem::exists(tiny_dir(GetParam()) + "/model.gguf")) return;  // transformers only
   LoadedModel gguf = load_model(tiny_dir(GetParam()) + "/model.gguf", *backend);
-  const Agreement g = compare(*backend, gguf, ref, "llama_cpp");
+  const Agreement g = folio::testing::compare_with_reference(*backend, gguf, ref, "llama_cpp");
   std::printf("[%s] GGUF file vs llama.cpp: %d positions, top-1 agrees at %d of %d decisive, max |logprob diff| "
               "%.2e\n",
               GetParam(), g.positions, g.decisive_agree, g.decisive, g.max_logprob_diff);
@@ -429,7 +379,7 @@ TEST(FamilyModel, Gemma4ConditionalGenerationConfigRunsItsTextModel) {
   const auto backend = folio::testing::make_test_backend(0, "f32");
   LoadedModel model = load_model(dir.str(), *backend);
   EXPECT_EQ(model.config.architecture, "gemma4");
-  const Agreement a = compare(*backend, model, ref, "transformers");
+  const Agreement a = folio::testing::compare_with_reference(*backend, model, ref, "transformers");
   EXPECT_EQ(a.decisive_agree, a.decisive);
   EXPECT_LE(a.max_logprob_diff, kMaxLogprobDiff);
 }

@@ -22,6 +22,7 @@
 #include "model/model_loader.h"
 #include "support/engine_invariance.h"
 #include "support/greedy_runner.h"
+#include "support/reference_agreement.h"
 #include "support/temp_path.h"
 #include "support/test_backend.h"
 #include "support/test_models.h"
@@ -31,7 +32,7 @@ namespace {
 
 using folio::testing::GreedyRunner;
 
-std::string tiny_dir(const std::string& name) { return folio::testing::source_path("tests/data/tiny/" + name); }
+using folio::testing::tiny_dir;
 
 // The experts read from the Hugging Face directory are MXFP4 (never
 // widened) and byte for byte the tensors llama.cpp's converter wrote into
