@@ -11,8 +11,8 @@
 // held to transformers. At every position where the reference's top-1 beats
 // its top-2 clearly, folio's top-1 is the reference's, and the
 // log-probabilities of the reference's top-8 agree within kMaxLogprobDiff.
-// Then the engine on both: batching, chunked prefill, prefix hits and
-// preemption change no greedy output (==).
+// The engine on both (batching, chunked prefill, prefix hits, preemption:
+// no greedy output changes, ==) is family_model_test.cc's FamilyEngineTest.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,11 +21,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "engine/engine.h"
 #include "model/gguf_file.h"
 #include "model/gguf_writer.h"
 #include "model/model_loader.h"
-#include "support/engine_invariance.h"
 #include "support/reference_agreement.h"
 #include "support/greedy_runner.h"
 #include "support/temp_path.h"
@@ -221,21 +219,6 @@ TEST(DeepseekGguf, BrokenLatentAttentionAndRouterKeysAreRefusedClearly) {
     }
   }
 }
-
-// The engine on both (rule 5): requests decoded together, in small prefill
-// chunks, over a cached prefix, or preempted and recomputed give the tokens
-// they give alone.
-class DeepseekEngineTest : public ::testing::TestWithParam<const char*> {};
-
-TEST_P(DeepseekEngineTest, BatchingChunkingPrefixHitsAndPreemptionChangeNoGreedyOutput) {
-  ModelSessionOptions o;
-  o.backend = folio::testing::test_backend_options(2);
-  o.model_path = tiny_dir(GetParam());
-  folio::testing::expect_engine_invariance(open_model_session(o), folio::testing::InvarianceCase{});
-}
-
-INSTANTIATE_TEST_SUITE_P(Tiny, DeepseekEngineTest, ::testing::Values("deepseek_v2", "deepseek_v3"),
-                         [](const ::testing::TestParamInfo<const char*>& p) { return std::string(p.param); });
 
 }  // namespace
 }  // namespace folio

@@ -464,7 +464,7 @@ TEST(FamilyEngine, MaxModelLenBeyondTheScalingIsRefusedClearly) {
 
 INSTANTIATE_TEST_SUITE_P(Tiny, FamilyEngineTest,
                          ::testing::Values("gemma2", "phi3", "granite", "smollm3", "glm4", "ministral3", "mistral3",
-                                           "olmo2", "granite4", "gemma4"),
+                                           "olmo2", "granite4", "gemma4", "deepseek_v2", "deepseek_v3"),
                          [](const ::testing::TestParamInfo<const char*>& p) { return std::string(p.param); });
 
 }  // namespace
